@@ -1,0 +1,224 @@
+"""Checks: the one definition of every graded test, and the helpers the hidden suites share.
+
+A check has three parts that share nothing but plain data, so they can run in one process (`tito test`,
+feedback) or in several (the official grader):
+
+- ``inputs``: a hypothesis strategy drawing one *case* (a dict of numpy arrays and plain values);
+- ``compute(tt, case)``: the only part that runs the package under test; returns plain data;
+- ``expected(case)`` (numpy or finite differences, never the package under test) or
+  ``verdict(case, output)``, which raises ``CheckFailed`` with one sentence when the output is wrong.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+__all__ = [
+    "Check", "CheckFailed", "check", "assert_close", "capture_error", "central_difference",
+    "shapes", "arrays", "floats_arrays",
+]
+
+
+class CheckFailed(AssertionError):
+    """A check's verdict: one sentence saying what was expected and what came back."""
+
+
+@dataclass
+class Check:
+    name: str
+    task: str
+    points: float
+    compute: Callable[[Any, dict], Any]
+    inputs: st.SearchStrategy = field(default_factory=lambda: st.just({}))
+    describe: Callable[[dict], str] | None = None
+    examples: int = 25
+    timeout: float = 30.0
+    rtol: float = 1e-5
+    atol: float = 1e-6
+    dtype: bool = False
+    _expected: Callable[[dict], Any] | None = None
+    _verdict: Callable[[dict, Any], None] | None = None
+
+    def expected(self, fn: Callable[[dict], Any]) -> Callable[[dict], Any]:
+        """Decorator: the right answer for a case, from numpy or finite differences."""
+        self._expected = fn
+        return fn
+
+    def verdict(self, fn: Callable[[dict, Any], None]) -> Callable[[dict, Any], None]:
+        """Decorator: judge an output directly; raise CheckFailed when it is wrong."""
+        self._verdict = fn
+        return fn
+
+    @property
+    def doc(self) -> str:
+        return (self.compute.__doc__ or self.name.replace("_", " ")).strip().splitlines()[0]
+
+    def what(self, case: dict) -> str:
+        return self.describe(case) if self.describe else self.doc
+
+    def judge(self, case: dict, output: Any) -> None:
+        """Decide one case in the trusted process; raises CheckFailed on a wrong output."""
+        if self._verdict is not None:
+            self._verdict(case, output)
+            return
+        if self._expected is None:
+            raise TypeError(f"check {self.name} has neither an expected() nor a verdict()")
+        assert_close(output, self._expected(case), what=self.what(case),
+                     rtol=self.rtol, atol=self.atol, exact_dtype=self.dtype)
+
+
+def check(*, task: str, points: float, inputs: st.SearchStrategy | None = None,
+          describe: Callable[[dict], str] | None = None, examples: int = 25, timeout: float = 30.0,
+          rtol: float = 1e-5, atol: float = 1e-6, dtype: bool = False) -> Callable[[Callable], Check]:
+    """Decorator turning ``compute(tt, case)`` into a graded check worth ``points`` for ``task``."""
+    def make(compute: Callable[[Any, dict], Any]) -> Check:
+        return Check(name=compute.__name__, task=task, points=points, compute=compute,
+                     inputs=inputs if inputs is not None else st.just({}), describe=describe,
+                     examples=examples if inputs is not None else 1, timeout=timeout,
+                     rtol=rtol, atol=atol, dtype=dtype)
+    return make
+
+
+def capture_error(fn: Callable[[], Any]) -> dict:
+    """Run ``fn`` and report the error it raised, as plain data. NotImplementedError passes through,
+    so an untouched stub still names its task."""
+    try:
+        fn()
+    except NotImplementedError:
+        raise
+    except Exception as error:  # the point: any error type is data here
+        return {"raised": type(error).__name__, "message": str(error)}
+    return {"raised": None, "message": ""}
+
+
+def _brief(value: np.ndarray) -> str:
+    text = np.array2string(np.asarray(value), precision=4, threshold=12, edgeitems=2, separator=", ")
+    return " ".join(text.split())
+
+
+def assert_close(output: Any, expected: Any, *, what: str, rtol: float = 1e-5, atol: float = 1e-6,
+                 exact_dtype: bool = False) -> None:
+    """Compare plain data recursively; numpy arrays by kind of dtype, shape and values."""
+    if isinstance(expected, dict):
+        if not isinstance(output, dict) or set(output) != set(expected):
+            raise CheckFailed(f"{what}: expected a result with keys {sorted(expected)} but got {output!r:.80}")
+        for key in expected:
+            assert_close(output[key], expected[key], what=f"{what} [{key}]", rtol=rtol, atol=atol,
+                         exact_dtype=exact_dtype)
+        return
+    if isinstance(expected, (list, tuple)) and not _is_numeric_sequence(expected):
+        if not isinstance(output, (list, tuple)) or len(output) != len(expected):
+            raise CheckFailed(f"{what}: expected {len(expected)} results but got {output!r:.80}")
+        for index, (out, exp) in enumerate(zip(output, expected)):
+            assert_close(out, exp, what=f"{what} [{index}]", rtol=rtol, atol=atol, exact_dtype=exact_dtype)
+        return
+    if expected is None or isinstance(expected, (str, bool)):
+        if output != expected or type(output) is not type(expected):
+            raise CheckFailed(f"{what}: expected {expected!r} but got {output!r:.80}")
+        return
+    _assert_array_close(output, np.asarray(expected), what=what, rtol=rtol, atol=atol, exact_dtype=exact_dtype)
+
+
+def _is_numeric_sequence(value: Any) -> bool:
+    return all(isinstance(item, (int, float, np.number)) and not isinstance(item, bool) for item in value)
+
+
+def _assert_array_close(output: Any, expected: np.ndarray, *, what: str, rtol: float, atol: float,
+                        exact_dtype: bool) -> None:
+    if output is None or isinstance(output, (str, dict)) or type(output).__module__.startswith("tinytorch"):
+        raise CheckFailed(f"{what}: expected an array of shape {expected.shape} but got {type(output).__name__}")
+    got = np.asarray(output)
+    if got.dtype == object:
+        raise CheckFailed(f"{what}: expected numbers but got an object array")
+    if got.shape != expected.shape:
+        raise CheckFailed(f"{what}: expected shape {expected.shape} but got shape {got.shape}")
+    if exact_dtype and got.dtype != expected.dtype:
+        raise CheckFailed(f"{what}: expected dtype {expected.dtype} but got dtype {got.dtype}")
+    if _kind(got.dtype) != _kind(expected.dtype):
+        raise CheckFailed(f"{what}: expected a {_kind(expected.dtype)} dtype ({expected.dtype}) "
+                          f"but got {got.dtype}")
+    if expected.size == 0:
+        return
+    if _kind(expected.dtype) in ("bool", "integer"):
+        wrong = got != expected
+    else:
+        exp = expected.astype(np.float64)
+        out = got.astype(np.float64)
+        same_nan = np.isnan(exp) & np.isnan(out)
+        same_inf = np.isinf(exp) & (out == exp)
+        with np.errstate(invalid="ignore"):
+            wrong = ~(same_nan | same_inf | (np.abs(out - exp) <= atol + rtol * np.abs(exp)))
+    if np.any(wrong):
+        count = int(np.count_nonzero(wrong))
+        if expected.size == 1:
+            raise CheckFailed(f"{what}: expected {_number(expected.reshape(-1)[0])} "
+                              f"but got {_number(got.reshape(-1)[0])}")
+        index = np.unravel_index(int(np.argmax(wrong)), expected.shape)
+        raise CheckFailed(f"{what}: expected {_brief(expected)} but got {_brief(got)} ({count} of "
+                          f"{expected.size} values wrong, the first at index {tuple(int(i) for i in index)}: "
+                          f"expected {_number(expected[index])} but got {_number(got[index])})")
+
+
+def _number(value: Any) -> str:
+    return repr(value.item()) if isinstance(value, np.generic) else repr(value)
+
+
+def _kind(dtype: np.dtype) -> str:
+    if dtype == np.bool_:
+        return "bool"
+    if np.issubdtype(dtype, np.integer):
+        return "integer"
+    if np.issubdtype(dtype, np.floating):
+        return "floating"
+    return str(dtype)
+
+
+def central_difference(fn: Callable[..., np.ndarray], inputs: list[np.ndarray], grad_output: np.ndarray,
+                       eps: float = 1e-6) -> list[np.ndarray]:
+    """d/dx of sum(fn(*inputs) * grad_output) for every element of every input, in float64.
+
+    ``fn`` is a numpy function, so this never runs the package under test."""
+    inputs = [np.array(x, dtype=np.float64) for x in inputs]
+    weight = np.asarray(grad_output, dtype=np.float64)
+    grads = []
+    for x in inputs:
+        grad = np.zeros_like(x)
+        flat, grad_flat = x.reshape(-1), grad.reshape(-1)
+        for i in range(flat.size):
+            saved = flat[i]
+            flat[i] = saved + eps
+            plus = np.sum(np.asarray(fn(*inputs), dtype=np.float64) * weight)
+            flat[i] = saved - eps
+            minus = np.sum(np.asarray(fn(*inputs), dtype=np.float64) * weight)
+            flat[i] = saved
+            grad_flat[i] = (plus - minus) / (2 * eps)
+        grads.append(grad)
+    return grads
+
+
+def shapes(min_dims: int = 0, max_dims: int = 4, min_side: int = 1, max_side: int = 5) -> st.SearchStrategy:
+    """Array shapes small enough to check every element by finite differences."""
+    return hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side, max_side=max_side)
+
+
+def arrays(shape: Any, dtype: Any = np.float32, low: float = -10.0, high: float = 10.0) -> st.SearchStrategy:
+    """Arrays of finite values in [low, high]; ``shape`` is a tuple or a strategy of tuples."""
+    dtype = np.dtype(dtype)
+    if np.issubdtype(dtype, np.floating):
+        elements = st.floats(low, high, allow_nan=False, allow_infinity=False, width=min(64, 8 * dtype.itemsize))
+    elif np.issubdtype(dtype, np.integer):
+        elements = st.integers(int(math.ceil(low)), int(math.floor(high)))
+    else:
+        elements = st.booleans()
+    return hnp.arrays(dtype, shape, elements=elements)
+
+
+def floats_arrays(shape: Any, low: float = -3.0, high: float = 3.0) -> st.SearchStrategy:
+    """float64 arrays for gradient checks."""
+    return arrays(shape, np.float64, low, high)

@@ -1,0 +1,13 @@
+"""TinyTorch: the deep-learning framework you build, one module at a time.
+
+This file is the only one in the package written by hand. Everything else here is written by
+`tito export` from your notebooks; `tinytorch/_exported.py` imports the public names of every module
+exported so far.
+"""
+
+try:
+    from tinytorch._exported import *  # noqa: F403
+except ModuleNotFoundError as error:
+    if error.name != "tinytorch._exported":
+        raise
+    raise ImportError("tinytorch has no exported modules yet: run `tito export 01` first") from None

@@ -1,0 +1,1 @@
+"""tito: build, export and grade the TinyTorch course."""

@@ -1,0 +1,5 @@
+import sys
+
+from tito.main import main
+
+sys.exit(main())

@@ -1,0 +1,47 @@
+"""`tito build [--check] [--force] [STAGE...]`: solutions/ to the student notebooks in modules/.
+
+A notebook that changed after it was generated (a student's work) is never overwritten without --force.
+With --check nothing is written; the exit status is 1 when any generated notebook is missing or stale.
+"""
+
+from __future__ import annotations
+
+from tito import console
+from tito.errors import TitoError
+from tito.project import find_root, stage as find_stage, stages
+from tito.source import edited_since_generated, notebook_text, read_notebook, student_notebook
+
+
+def run(args) -> int:
+    root = find_root()
+    chosen = [find_stage(root, name) for name in args.stages] if args.stages else stages(root)
+    problems = 0
+    for stage in chosen:
+        where = stage.relative(stage.notebook)
+        text = notebook_text(student_notebook(stage))
+        current = stage.notebook.read_text(encoding="utf-8") if stage.notebook.is_file() else None
+        if current == text:
+            console.info(f"{where} is up to date")
+            continue
+        if args.check:
+            state = "missing" if current is None else "out of date"
+            console.error(f"{where} is {state} with {stage.relative(stage.source)}: run `tito build`")
+            problems += 1
+            continue
+        if current is not None and not args.force and _holds_student_work(stage):
+            console.error(f"{where} has changes made after it was generated (a student's work), so it was "
+                          f"not overwritten; rerun with --force to replace it")
+            problems += 1
+            continue
+        stage.notebook.parent.mkdir(parents=True, exist_ok=True)
+        stage.notebook.write_text(text, encoding="utf-8")
+        console.info(f"{'wrote' if current is None else 'updated'} {where}")
+    return 1 if problems else 0
+
+
+def _holds_student_work(stage) -> bool:
+    """True unless the notebook on disk is exactly as it was generated (outputs aside)."""
+    try:
+        return edited_since_generated(read_notebook(stage))
+    except TitoError:
+        return True  # unreadable: it may still be someone's work

@@ -1,0 +1,52 @@
+"""The `tito` command line: `main(argv) -> exit status`, one subcommand per module in tito/commands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tito import console
+from tito.errors import TitoError
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="tito", description="Build, export and grade the TinyTorch course.")
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    build = commands.add_parser("build", help="generate the student notebooks in modules/ from solutions/")
+    build.add_argument("stages", nargs="*", metavar="STAGE", help="stages to build (default: all)")
+    build.add_argument("--check", action="store_true", help="write nothing; exit 1 if any notebook is stale")
+    build.add_argument("--force", action="store_true", help="overwrite notebooks that hold a student's changes")
+
+    export = commands.add_parser("export", help="export notebooks 01..NN into the tinytorch package")
+    export.add_argument("stage", nargs="?", metavar="NN", help="last stage to export, e.g. 02")
+    export.add_argument("--reference", action="store_true",
+                        help="export solutions/ into build/reference/ (all stages unless NN is given)")
+
+    test = commands.add_parser("test", help="export, then grade stage NN with its hidden suite")
+    test.add_argument("stage", metavar="NN", help="the stage to grade, e.g. 01")
+    test.add_argument("--reference", action="store_true", help="grade the reference solutions instead")
+    test.add_argument("--json", action="store_true", help="print one JSON object with the results")
+    test.add_argument("--timeout", type=float, default=600.0, help="seconds before the run is stopped")
+
+    commands.add_parser("status", help="one row per stage: notebook, tasks done, last score")
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    from tito.commands import build, export, status, test
+
+    command = {"build": build, "export": export, "test": test, "status": status}[args.command]
+    try:
+        return command.run(args)
+    except TitoError as error:
+        console.error(str(error))
+        return error.code
+    except KeyboardInterrupt:
+        console.error("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

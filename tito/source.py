@@ -1,0 +1,175 @@
+"""One source per module: reading it, turning it into the student notebook, and finding tasks and stubs.
+
+The source is a jupytext percent file (docs/authoring.md). Solution regions
+
+    ### BEGIN SOLUTION 01.4 Tensor.sum
+    ...
+    ### END SOLUTION
+
+become stubs that raise NotImplementedError naming the task.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+import jupytext
+import nbformat
+
+from tito.errors import TitoError
+from tito.project import Stage
+
+BEGIN_SOLUTION = re.compile(r"^(?P<indent>\s*)### BEGIN SOLUTION (?P<task>\d\d\.\d+) (?P<name>\S.*?)\s*$")
+END_SOLUTION = re.compile(r"^\s*### END SOLUTION\s*$")
+BEGIN_STUDENT = re.compile(r"^\s*### BEGIN YOUR SOLUTION \(Task \d\d\.\d+\)\s*$")
+END_STUDENT = re.compile(r"^\s*### END YOUR SOLUTION\s*$")
+STUB_RAISE = re.compile(r'raise NotImplementedError\("Task (?P<task>\d\d\.\d+): (?P<name>.+?) is not implemented yet"\)')
+DIRECTIVE = re.compile(r"^#\|\s*(?P<name>[\w-]+)\s*(?P<value>.*?)\s*$")
+NBFORMAT_MINOR = 5
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    name: str
+
+
+def directives(source: str) -> dict[str, str]:
+    """The `#| name value` lines at the top of a code cell."""
+    found = {}
+    for line in source.splitlines():
+        match = DIRECTIVE.match(line)
+        if not match:
+            break
+        found[match["name"]] = match["value"]
+    return found
+
+
+def read_source(stage: Stage) -> nbformat.NotebookNode:
+    try:
+        return jupytext.read(stage.source, fmt="py:percent")
+    except Exception as error:
+        raise TitoError(f"{stage.relative(stage.source)} could not be read as a jupytext percent file: {error}")
+
+
+def read_notebook(stage: Stage) -> nbformat.NotebookNode:
+    """The student's notebook, or a TitoError naming it when it is missing or not a notebook."""
+    path = stage.notebook
+    where = stage.relative(path)
+    if not path.is_file():
+        raise TitoError(f"{where} is missing: run `tito build` to generate it")
+    try:
+        notebook = nbformat.read(path, as_version=4)
+    except Exception as error:
+        reason = " ".join(str(error).split())[:160]
+        raise TitoError(f"{where} is not a readable Jupyter notebook ({reason}); "
+                        f"repair it, or move it aside and run `tito build` for a fresh copy")
+    if not isinstance(notebook.get("cells"), list):
+        raise TitoError(f"{where} is not a readable Jupyter notebook (it has no cells)")
+    return notebook
+
+
+def tasks(notebook: nbformat.NotebookNode) -> list[Task]:
+    """The tasks of a source, in order of first appearance."""
+    seen: dict[str, Task] = {}
+    for cell in notebook.cells:
+        for line in cell.source.splitlines():
+            match = BEGIN_SOLUTION.match(line)
+            if match and match["task"] not in seen:
+                seen[match["task"]] = Task(match["task"], match["name"])
+    return list(seen.values())
+
+
+def stubbed_tasks(notebook: nbformat.NotebookNode) -> set[str]:
+    """Ids of the tasks whose stub is still in a student notebook."""
+    return {m["task"] for cell in notebook.cells if cell.cell_type == "code"
+            for m in STUB_RAISE.finditer(cell.source)}
+
+
+def stub_out(source: str, where: str) -> str:
+    """Replace every solution region in a cell with a stub naming its task."""
+    out: list[str] = []
+    region: re.Match | None = None
+    for number, line in enumerate(source.splitlines(), start=1):
+        begin = BEGIN_SOLUTION.match(line)
+        if region is None and begin:
+            region = begin
+            indent, task, name = begin["indent"], begin["task"], begin["name"]
+            out += [f"{indent}### BEGIN YOUR SOLUTION (Task {task})",
+                    f'{indent}raise NotImplementedError("Task {task}: {name} is not implemented yet")',
+                    f"{indent}### END YOUR SOLUTION"]
+        elif region is not None and END_SOLUTION.match(line):
+            region = None
+        elif begin or END_SOLUTION.match(line) or "BEGIN SOLUTION" in line:
+            raise TitoError(f"{where}, line {number}: solution markers are unbalanced or malformed "
+                            f"(expected `### BEGIN SOLUTION NN.k Name` ... `### END SOLUTION`)")
+        elif region is None:
+            out.append(line)
+    if region is not None:
+        raise TitoError(f"{where}: `### BEGIN SOLUTION {region['task']}` has no `### END SOLUTION`")
+    return "\n".join(out)
+
+
+def strip_markers(source: str) -> str:
+    """The code of a cell without solution markers and directives, as it goes into the package."""
+    markers = (BEGIN_SOLUTION, END_SOLUTION, BEGIN_STUDENT, END_STUDENT, DIRECTIVE)
+    return "\n".join(line for line in source.splitlines() if not any(p.match(line) for p in markers))
+
+
+def content_hash(notebook: nbformat.NotebookNode) -> str:
+    """Hash of what a person edits (cell types and sources), not of outputs or metadata."""
+    cells = [[cell.cell_type, cell.source] for cell in notebook.cells]
+    return hashlib.sha256(json.dumps(cells).encode()).hexdigest()
+
+
+def student_notebook(stage: Stage) -> nbformat.NotebookNode:
+    """The student notebook generated from a stage's source."""
+    source = read_source(stage)
+    where = stage.relative(stage.source)
+    cells = []
+    for index, cell in enumerate(source.cells, start=1):
+        if cell.cell_type == "code":
+            new = nbformat.v4.new_code_cell(stub_out(cell.source, f"{where} cell {index}"))
+        elif cell.cell_type == "markdown":
+            new = nbformat.v4.new_markdown_cell(cell.source)
+        else:
+            new = nbformat.v4.new_raw_cell(cell.source)
+        new["id"] = f"{stage.number}-{index:03d}"
+        cells.append(new)
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    notebook.nbformat_minor = NBFORMAT_MINOR
+    notebook.metadata = {
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "language_info": {"name": "python"},
+        "tinytorch": {"stage": stage.name, "generated_from": where, "content_hash": content_hash(notebook)},
+    }
+    return notebook
+
+
+def notebook_text(notebook: nbformat.NotebookNode) -> str:
+    return nbformat.writes(notebook, version=4) + "\n"
+
+
+def edited_since_generated(notebook: nbformat.NotebookNode) -> bool:
+    recorded = notebook.get("metadata", {}).get("tinytorch", {}).get("content_hash")
+    return recorded != content_hash(notebook)
+
+
+def export_target(notebook: nbformat.NotebookNode, where: str) -> str:
+    """The dotted module path after `#| default_exp`, e.g. "core.tensor"."""
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and "default_exp" in directives(cell.source):
+            target = directives(cell.source)["default_exp"]
+            if not re.fullmatch(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*", target):
+                raise TitoError(f"{where}: `#| default_exp {target}` is not a module path like core.tensor")
+            return target
+    raise TitoError(f"{where} has no `#| default_exp` cell, so tito does not know where to export it; "
+                    f"restore that cell (see the generated notebook's first code cell)")
+
+
+def exported_cells(notebook: nbformat.NotebookNode) -> list[tuple[int, str]]:
+    """(1-based cell number, code) of every `#| export` cell."""
+    return [(index, strip_markers(cell.source)) for index, cell in enumerate(notebook.cells, start=1)
+            if cell.cell_type == "code" and "export" in directives(cell.source)]
