@@ -1,0 +1,54 @@
+"""The source format: stubs keep signatures and docstrings, markers are checked, tasks are found."""
+
+from __future__ import annotations
+
+import pytest
+
+from tito.errors import TitoError
+from tito.commands.export import public_names
+from tito.source import directives, strip_markers, stub_out
+
+SOURCE = '''def add(a, b):
+    """a + b"""
+    ### BEGIN SOLUTION 01.3 add
+    out = a + b
+    return out
+    ### END SOLUTION
+'''
+
+
+def test_a_region_becomes_a_stub_that_keeps_signature_and_docstring():
+    stub = stub_out(SOURCE, "cell 1")
+    assert stub.splitlines() == [
+        "def add(a, b):",
+        '    """a + b"""',
+        "    ### BEGIN YOUR SOLUTION (Task 01.3)",
+        '    raise NotImplementedError("Task 01.3: add is not implemented yet")',
+        "    ### END YOUR SOLUTION",
+    ]
+    assert "a + b\n" not in stub
+
+
+@pytest.mark.parametrize("broken", [
+    SOURCE.replace("    ### END SOLUTION\n", ""),
+    SOURCE.replace("### BEGIN SOLUTION 01.3 add", "### BEGIN SOLUTION"),
+    "    ### END SOLUTION\n",
+])
+def test_unbalanced_or_malformed_markers_are_reported_with_their_place(broken):
+    with pytest.raises(TitoError, match="cell 1"):
+        stub_out(broken, "cell 1")
+
+
+def test_markers_and_directives_are_removed_from_exported_code():
+    code = strip_markers("#| export\n" + SOURCE)
+    assert "###" not in code and "#|" not in code and "out = a + b" in code
+
+
+def test_directives_are_read_from_the_top_of_a_cell_only():
+    assert directives("#| default_exp core.tensor\nimport numpy\n#| export") == {"default_exp": "core.tensor"}
+
+
+def test_public_names_follow_all_and_skip_what_a_broken_cell_lost():
+    code = "__all__ = ['Tensor', 'zeros']\nclass Tensor: pass\n_hidden = 1\n"
+    assert public_names(code) == ["Tensor"]
+    assert public_names("def f(): pass\n_g = 1\nh = 2\n") == ["f", "h"]
