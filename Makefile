@@ -25,4 +25,4 @@ test: $(BIN)/tito
 	$(BIN)/python -m pytest tests
 
 clean:
-	rm -rf build .tito tinytorch/core tinytorch/_exported.py
+	rm -rf build .tito src/tinytorch/core src/tinytorch/_exported.py

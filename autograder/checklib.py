@@ -216,7 +216,7 @@ def arrays(shape: Any, dtype: Any = np.float32, low: float = -10.0, high: float 
         elements = st.integers(int(math.ceil(low)), int(math.floor(high)))
     else:
         elements = st.booleans()
-    return hnp.arrays(dtype, shape, elements=elements)
+    return hnp.arrays(dtype, shape, elements=elements, fill=st.nothing())  # every element drawn, none constant
 
 
 def floats_arrays(shape: Any, low: float = -3.0, high: float = 3.0) -> st.SearchStrategy:

@@ -23,13 +23,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: Any) -> Any:
-    if isinstance(obj, Check):
+    if isinstance(obj, Check) and name == obj.name:  # a check is collected once, under its own name
         return CheckItem.from_parent(collector, name=name, check=obj)
     return None
 
 
-class CheckTimeout(Exception):
-    pass
+class CheckTimeout(BaseException):
+    """Raised by the timer. A BaseException, so hypothesis neither shrinks nor replays the slow case."""
+
+
+class StubReached(BaseException):
+    """An untouched stub: stop at once (no shrinking) and report the task it names."""
+
+    def __init__(self, error: NotImplementedError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 @contextlib.contextmanager
@@ -69,15 +77,20 @@ class CheckItem(pytest.Item):
         def run(case: dict) -> None:
             try:
                 output = check.compute(tt, case)
-            except (NotImplementedError, CheckFailed, CheckTimeout):
+            except NotImplementedError as error:
+                raise StubReached(error) from error
+            except CheckFailed:
                 raise
             except (Exception, SystemExit) as error:
                 raise CheckFailed(f"{check.what(case)}: your code raised {type(error).__name__}: "
                                   f"{_first_line(error)}") from error
             check.judge(case, output)
 
-        with _time_limit(check.timeout):
-            run()
+        try:
+            with _time_limit(check.timeout):
+                run()
+        except StubReached as stub:
+            raise stub.error from None
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         return failure_message(self.check, excinfo.value)

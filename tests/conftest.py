@@ -31,8 +31,8 @@ def copy_course(destination: Path) -> Path:
     """A copy of what a student's clone holds that tito reads and writes."""
     for folder in ("solutions", "modules", "autograder"):
         shutil.copytree(REPO / folder, destination / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    (destination / "tinytorch").mkdir()
-    shutil.copy2(REPO / "tinytorch" / "__init__.py", destination / "tinytorch" / "__init__.py")
+    (destination / "src" / "tinytorch").mkdir(parents=True)
+    shutil.copy2(REPO / "src" / "tinytorch" / "__init__.py", destination / "src" / "tinytorch" / "__init__.py")
     return destination
 
 

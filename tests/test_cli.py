@@ -110,7 +110,8 @@ def test_syntax_error_names_the_notebook_and_cell_and_keeps_the_package_importab
     assert run.code == 1
     assert f"modules/{name}/{name}.ipynb, cell {index + 1}:" in run.stderr
     assert "left out of the package" in run.stderr
-    imported = subprocess.run([sys.executable, "-c", "import tinytorch"], cwd=course, capture_output=True, text=True)
+    imported = subprocess.run([sys.executable, "-c", "import tinytorch"], cwd=course, capture_output=True, text=True,
+                              env={"PYTHONPATH": str(course / "src"), "PATH": "/usr/bin:/bin"})
     assert imported.returncode == 0, imported.stderr
     graded = tito(course, "test", FIRST, "--json")
     assert graded.code == 1

@@ -19,7 +19,7 @@ def _notebooks(course):
 
 
 def _execute(path, monkeypatch, course):
-    monkeypatch.setenv("PYTHONPATH", str(course))  # the kernel imports this copy's exported package
+    monkeypatch.setenv("PYTHONPATH", str(course / "src"))  # the kernel imports this copy's exported package
     notebook = nbformat.read(path, as_version=4)
     NotebookClient(notebook, timeout=600, kernel_name="python3",
                    resources={"metadata": {"path": str(path.parent)}}).execute()

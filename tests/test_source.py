@@ -52,3 +52,10 @@ def test_public_names_follow_all_and_skip_what_a_broken_cell_lost():
     code = "__all__ = ['Tensor', 'zeros']\nclass Tensor: pass\n_hidden = 1\n"
     assert public_names(code) == ["Tensor"]
     assert public_names("def f(): pass\n_g = 1\nh = 2\n") == ["f", "h"]
+
+
+def test_the_committed_package_init_is_the_one_export_writes():
+    from conftest import REPO
+    from tito.commands.export import PACKAGE_INIT
+
+    assert (REPO / "src" / "tinytorch" / "__init__.py").read_text() == PACKAGE_INIT

@@ -7,7 +7,8 @@ import sys
 from rich.console import Console
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
-out = Console(highlight=False)
+# a terminal wraps tables to its width; piped output keeps one test per line
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 
 
 def info(message: str) -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -50,7 +51,8 @@ def load_checks(stage: Stage) -> list:
     spec = importlib.util.spec_from_file_location(f"_tito_suite_{stage.name}", stage.suite)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    checks = [value for value in vars(module).values() if isinstance(value, checklib.Check)]
+    checks = [value for name, value in vars(module).items()
+              if isinstance(value, checklib.Check) and name == value.name]
     if not checks:
         raise TitoError(f"{stage.relative(stage.suite)} defines no checks")
     return checks
@@ -89,3 +91,55 @@ def run_feedback(stage: Stage, package_root: Path, timeout: float) -> StageResul
             results.append(CheckResult(check.name, check.task, check.points if passed else 0, check.points,
                                        passed, entry["message"]))
     return StageResult(stage.number, sum(r.points for r in results), sum(c.points for c in checks), results)
+
+
+def _is_check_decorator(node: ast.expr) -> bool:
+    target = node.func if isinstance(node, ast.Call) else node
+    return isinstance(target, ast.Name) and target.id == "check"
+
+
+def _is_judge_decorator(node: ast.expr) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr in ("expected", "verdict")
+
+
+def _bound_names(node: ast.stmt) -> set[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+    return {n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def _used_names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def compute_slice(suite: Path) -> str:
+    """The part of a suite that the package under test may see: every check's `compute` function (its
+    `@check(...)` decorator removed) and the module-level code it needs, transitively. Strategies,
+    descriptions, `expected` and `verdict` functions, and helpers only they use, are left out."""
+    tree = ast.parse(suite.read_text(encoding="utf-8"))
+    computes, others = [], []
+    for node in tree.body:
+        decorators = getattr(node, "decorator_list", [])
+        if any(_is_judge_decorator(d) for d in decorators):
+            continue
+        if isinstance(node, ast.FunctionDef) and any(_is_check_decorator(d) for d in decorators):
+            node.decorator_list = []
+            computes.append(node)
+        elif isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef, ast.Assign,
+                               ast.AnnAssign)):
+            others.append(node)
+    needed: set[str] = set().union(*(_used_names(node) for node in computes)) if computes else set()
+    kept: list[ast.stmt] = []
+    changed = True
+    while changed:
+        changed = False
+        for node in others:
+            if node not in kept and _bound_names(node) & needed:
+                kept.append(node)
+                needed |= _used_names(node)
+                changed = True
+    body = [node for node in tree.body if node in kept or node in computes]
+    return ast.unparse(ast.Module(body=body, type_ignores=[]))

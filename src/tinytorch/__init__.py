@@ -1,8 +1,7 @@
 """TinyTorch: the deep-learning framework you build, one module at a time.
 
-This file is the only one in the package written by hand. Everything else here is written by
-`tito export` from your notebooks; `tinytorch/_exported.py` imports the public names of every module
-exported so far.
+Everything in this package is written by `tito export` from your notebooks: `_exported.py` imports the
+public names of every module exported so far, and this file makes them `tinytorch.<name>`.
 """
 
 try:
