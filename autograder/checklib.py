@@ -26,7 +26,13 @@ __all__ = [
 
 
 class CheckFailed(AssertionError):
-    """A check's verdict: one sentence saying what was expected and what came back."""
+    """A check's verdict: one sentence saying what was expected and what came back.
+
+    ``public`` says what was wrong without the expected values, for official feedback."""
+
+    def __init__(self, message: str, public: str | None = None) -> None:
+        super().__init__(message)
+        self.public = public
 
 
 @dataclass
@@ -62,14 +68,15 @@ class Check:
     def what(self, case: dict) -> str:
         return self.describe(case) if self.describe else self.doc
 
-    def judge(self, case: dict, output: Any) -> None:
-        """Decide one case in the trusted process; raises CheckFailed on a wrong output."""
+    def judge(self, case: dict, output: Any, expected: Any = None) -> None:
+        """Decide one case in the trusted process; raises CheckFailed on a wrong output. `expected`, if
+        given, is `self._expected(case)` computed beforehand."""
         if self._verdict is not None:
             self._verdict(case, output)
             return
         if self._expected is None:
             raise TypeError(f"check {self.name} has neither an expected() nor a verdict()")
-        assert_close(output, self._expected(case), what=self.what(case),
+        assert_close(output, self._expected(case) if expected is None else expected, what=self.what(case),
                      rtol=self.rtol, atol=self.atol, exact_dtype=self.dtype)
 
 
@@ -107,20 +114,23 @@ def assert_close(output: Any, expected: Any, *, what: str, rtol: float = 1e-5, a
     """Compare plain data recursively; numpy arrays by kind of dtype, shape and values."""
     if isinstance(expected, dict):
         if not isinstance(output, dict) or set(output) != set(expected):
-            raise CheckFailed(f"{what}: expected a result with keys {sorted(expected)} but got {output!r:.80}")
+            raise CheckFailed(f"{what}: expected a result with keys {sorted(expected)} but got {output!r:.80}",
+                              f"{what}: the result does not have the expected parts")
         for key in expected:
             assert_close(output[key], expected[key], what=f"{what} [{key}]", rtol=rtol, atol=atol,
                          exact_dtype=exact_dtype)
         return
     if isinstance(expected, (list, tuple)) and not _is_numeric_sequence(expected):
         if not isinstance(output, (list, tuple)) or len(output) != len(expected):
-            raise CheckFailed(f"{what}: expected {len(expected)} results but got {output!r:.80}")
+            raise CheckFailed(f"{what}: expected {len(expected)} results but got {output!r:.80}",
+                              f"{what}: the result does not have the expected number of parts")
         for index, (out, exp) in enumerate(zip(output, expected)):
             assert_close(out, exp, what=f"{what} [{index}]", rtol=rtol, atol=atol, exact_dtype=exact_dtype)
         return
     if expected is None or isinstance(expected, (str, bool)):
         if output != expected or type(output) is not type(expected):
-            raise CheckFailed(f"{what}: expected {expected!r} but got {output!r:.80}")
+            raise CheckFailed(f"{what}: expected {expected!r} but got {output!r:.80}",
+                              f"{what}: the result {output!r:.80} is wrong")
         return
     _assert_array_close(output, np.asarray(expected), what=what, rtol=rtol, atol=atol, exact_dtype=exact_dtype)
 
@@ -132,17 +142,21 @@ def _is_numeric_sequence(value: Any) -> bool:
 def _assert_array_close(output: Any, expected: np.ndarray, *, what: str, rtol: float, atol: float,
                         exact_dtype: bool) -> None:
     if output is None or isinstance(output, (str, dict)) or type(output).__module__.startswith("tinytorch"):
-        raise CheckFailed(f"{what}: expected an array of shape {expected.shape} but got {type(output).__name__}")
+        raise CheckFailed(f"{what}: expected an array of shape {expected.shape} but got {type(output).__name__}",
+                          f"{what}: the result is a {type(output).__name__}, not an array")
     got = np.asarray(output)
     if got.dtype == object:
-        raise CheckFailed(f"{what}: expected numbers but got an object array")
+        raise CheckFailed(f"{what}: expected numbers but got an object array",
+                          f"{what}: the result holds objects, not numbers")
     if got.shape != expected.shape:
-        raise CheckFailed(f"{what}: expected shape {expected.shape} but got shape {got.shape}")
+        raise CheckFailed(f"{what}: expected shape {expected.shape} but got shape {got.shape}",
+                          f"{what}: the result has the wrong shape {got.shape}")
     if exact_dtype and got.dtype != expected.dtype:
-        raise CheckFailed(f"{what}: expected dtype {expected.dtype} but got dtype {got.dtype}")
+        raise CheckFailed(f"{what}: expected dtype {expected.dtype} but got dtype {got.dtype}",
+                          f"{what}: the result has the wrong dtype {got.dtype}")
     if _kind(got.dtype) != _kind(expected.dtype):
         raise CheckFailed(f"{what}: expected a {_kind(expected.dtype)} dtype ({expected.dtype}) "
-                          f"but got {got.dtype}")
+                          f"but got {got.dtype}", f"{what}: the result has the wrong kind of dtype {got.dtype}")
     if expected.size == 0:
         return
     if _kind(expected.dtype) in ("bool", "integer"):
@@ -158,11 +172,14 @@ def _assert_array_close(output: Any, expected: np.ndarray, *, what: str, rtol: f
         count = int(np.count_nonzero(wrong))
         if expected.size == 1:
             raise CheckFailed(f"{what}: expected {_number(expected.reshape(-1)[0])} "
-                              f"but got {_number(got.reshape(-1)[0])}")
+                              f"but got {_number(got.reshape(-1)[0])}",
+                              f"{what}: the value {_number(got.reshape(-1)[0])} is wrong")
         index = np.unravel_index(int(np.argmax(wrong)), expected.shape)
         raise CheckFailed(f"{what}: expected {_brief(expected)} but got {_brief(got)} ({count} of "
                           f"{expected.size} values wrong, the first at index {tuple(int(i) for i in index)}: "
-                          f"expected {_number(expected[index])} but got {_number(got[index])})")
+                          f"expected {_number(expected[index])} but got {_number(got[index])})",
+                          f"{what}: {count} of {expected.size} values are wrong, the first at index "
+                          f"{tuple(int(i) for i in index)}")
 
 
 def _number(value: Any) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from tito import console
@@ -30,14 +31,28 @@ def parser() -> argparse.ArgumentParser:
     test.add_argument("--timeout", type=float, default=600.0, help="seconds before the run is stopped")
 
     commands.add_parser("status", help="one row per stage: notebook, tasks done, last score")
+
+    grade = commands.add_parser("grade", help="official grades for a class, judged outside the students' code")
+    grade.add_argument("submissions", metavar="SUBMISSIONS",
+                       help="an nbgrader course (or its submitted/ folder), or a folder with one notebook, "
+                            "zip or folder per student")
+    grade.add_argument("--stage", action="append", metavar="NN", help="a stage to grade (repeat; default: all)")
+    grade.add_argument("--isolated", action="store_true",
+                       help="also grade each stage with the reference standing in for earlier stages")
+    grade.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="submissions graded at once")
+    grade.add_argument("--out", metavar="DIR", help="where to write the reports (default: SUBMISSIONS-grades)")
+    grade.add_argument("--timeout", type=float, default=300.0, help="seconds one submission may run per stage")
+    grade.add_argument("--memory-mb", type=int, default=4096, help="address-space limit of one submission")
+    grade.add_argument("--examples", type=int, help="cases per check (default: each check's own)")
+    grade.add_argument("--seed", type=int, help="seed for the drawn cases (default: random, and reported)")
     return top
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from tito.commands import build, export, status, test
+    from tito.commands import build, export, grade, status, test
 
-    command = {"build": build, "export": export, "test": test, "status": status}[args.command]
+    command = {"build": build, "export": export, "test": test, "status": status, "grade": grade}[args.command]
     try:
         return command.run(args)
     except TitoError as error:

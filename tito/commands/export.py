@@ -89,25 +89,30 @@ def _module_code(export: StageExport, cells: list[tuple[int, str]]) -> str:
     return "\n\n".join(parts)
 
 
+def stage_module(stage: Stage, notebook, origin: str, *, reference: bool) -> tuple[StageExport, str, str]:
+    """What one stage contributes to the package: (report, file path inside the package, code)."""
+    module = export_target(notebook, origin)
+    stubs = set() if reference else stubbed_tasks(notebook)
+    all_tasks = tasks(read_source(stage))
+    result = StageExport(stage, origin, module, all_tasks, [t for t in all_tasks if t.id in stubs])
+    return result, module.replace(".", "/") + ".py", _module_code(result, exported_cells(notebook))
+
+
 def export(root: Path, last: Stage, *, reference: bool = False) -> list[StageExport]:
     """Write the package for stages 01..last and return what was exported from each stage."""
     exports: list[StageExport] = []
     files: dict[str, str] = {}
     for stage in stages_up_to(root, last):
-        source = read_source(stage)
-        notebook = source if reference else read_notebook(stage)
+        notebook = read_source(stage) if reference else read_notebook(stage)
         origin = stage.relative(stage.source if reference else stage.notebook)
-        module = export_target(notebook, origin)
-        stubs = [] if reference else sorted(stubbed_tasks(notebook))
-        all_tasks = tasks(source)
-        result = StageExport(stage, origin, module, all_tasks, [t for t in all_tasks if t.id in stubs])
-        files[module.replace(".", "/") + ".py"] = _module_code(result, exported_cells(notebook))
+        result, path, code = stage_module(stage, notebook, origin, reference=reference)
+        files[path] = code
         exports.append(result)
-    _write_package(package_root(root, reference), files)
+    write_package(package_root(root, reference), files)
     return exports
 
 
-def _write_package(destination: Path, files: dict[str, str]) -> None:
+def write_package(destination: Path, files: dict[str, str]) -> None:
     """Write the generated files into a fresh folder, then swap it in, so a failure leaves the old package."""
     destination.mkdir(parents=True, exist_ok=True)
     package = destination / "tinytorch"
