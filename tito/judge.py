@@ -31,6 +31,7 @@ class Plan:
     cases: dict[str, list[dict]]
     expected: dict[str, list[Any]]
     seed: int
+    shipped: str  # the compute slice of the suite, the only suite code the sandbox sees
 
     @property
     def max_score(self) -> float:
@@ -59,7 +60,7 @@ def make_plan(stage: Stage, seed: int, examples: int | None = None) -> Plan:
         cases[check.name] = draw_cases(check, max(1, count), seed + number)
         expected[check.name] = [check._expected(case) if check._verdict is None else None
                                 for case in cases[check.name]]
-    return Plan(stage, checks, cases, expected, seed)
+    return Plan(stage, checks, cases, expected, seed, compute_slice(stage.suite))
 
 
 def prepare_job(plan: Plan, job: Path, package_files: dict[str, str]) -> None:
@@ -72,7 +73,7 @@ def prepare_job(plan: Plan, job: Path, package_files: dict[str, str]) -> None:
     shutil.copy2(RUNNER, lib / "runner.py")
     shutil.copy2(WIRE, lib / "wire.py")
     shutil.copy2(plan.stage.suite.parent / "checklib.py", lib / "checklib.py")
-    (lib / "compute_slice.py").write_text(compute_slice(plan.stage.suite), encoding="utf-8")
+    (lib / "compute_slice.py").write_text(plan.shipped, encoding="utf-8")
     write_package(job / "pkg", package_files)
     work = [{"name": check.name, "timeout": float(check.timeout), "cases": plan.cases[check.name]}
             for check in plan.checks]

@@ -123,14 +123,19 @@ def run(args) -> int:
     for slot in range(args.jobs):
         slots.put(slot)
     grades: list[Grade] = []
+    failures: list[str] = []
     base = Path(tempfile.mkdtemp(prefix="tito-grade-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None))
     try:
         with Progress(console=console.err, transient=True) as progress, ThreadPoolExecutor(args.jobs) as pool:
             task = progress.add_task("grading", total=len(work))
             futures = [pool.submit(_grade_one, root, plan, student, students[student], mode, base, hidden,
                                    limits, level, slots) for plan, student, mode in work]
-            for future in futures:
-                grades.append(future.result())
+            for (plan, student, mode), future in zip(work, futures):
+                try:
+                    grades.append(future.result())
+                except Exception as error:  # a bug of the grader: report it, grade the rest
+                    failures.append(f"{student}, stage {plan.stage.number} ({mode}): {type(error).__name__}: {error}")
+                    console.error(f"could not grade {failures[-1]}")
                 progress.advance(task)
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -138,6 +143,9 @@ def run(args) -> int:
     console.info(f"wrote {out / 'grades.csv'}, {out / 'summary.md'}, {out / 'results.json'} and "
                  f"{len(students)} files in {out / 'feedback'}")
     _print_summary(grades)
+    if failures:
+        raise TitoError(f"{len(failures)} grades could not be computed and are missing from grades.csv; "
+                        f"the first: {failures[0]}", code=1)
     return 0
 
 
