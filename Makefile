@@ -17,8 +17,6 @@ $(BIN)/tito: pyproject.toml
 # The main job: build the student notebooks and the reference package, then grade every stage twice:
 # on the reference solutions (full marks expected) and on the untouched student notebooks (0 expected).
 demo: $(BIN)/tito
-	$(TITO) build
-	$(TITO) export --reference
 	$(BIN)/python -m tito.demo
 
 test: $(BIN)/tito

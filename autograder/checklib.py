@@ -63,7 +63,7 @@ class Check:
 
     @property
     def doc(self) -> str:
-        return (self.compute.__doc__ or self.name.replace("_", " ")).strip().splitlines()[0]
+        return (self.compute.__doc__ or self.name.replace("_", " ")).strip().splitlines()[0].rstrip(".")
 
     def what(self, case: dict) -> str:
         return self.describe(case) if self.describe else self.doc
@@ -120,6 +120,15 @@ def assert_close(output: Any, expected: Any, *, what: str, rtol: float = 1e-5, a
             assert_close(output[key], expected[key], what=f"{what} [{key}]", rtol=rtol, atol=atol,
                          exact_dtype=exact_dtype)
         return
+    if isinstance(expected, (list, tuple)) and expected and _is_numeric_sequence(expected) \
+            and isinstance(output, (list, tuple)):
+        same = len(output) == len(expected) and _is_numeric_sequence(output) and bool(
+            np.allclose(np.asarray(output, dtype=np.float64), np.asarray(expected, dtype=np.float64),
+                        rtol=rtol, atol=atol))
+        if not same:
+            raise CheckFailed(f"{what}: expected {tuple(expected)} but got {tuple(output)!r:.120}",
+                              f"{what}: the result {tuple(output)!r:.120} is wrong")
+        return
     if isinstance(expected, (list, tuple)) and not _is_numeric_sequence(expected):
         if not isinstance(output, (list, tuple)) or len(output) != len(expected):
             raise CheckFailed(f"{what}: expected {len(expected)} results but got {output!r:.80}",
@@ -135,8 +144,14 @@ def assert_close(output: Any, expected: Any, *, what: str, rtol: float = 1e-5, a
     _assert_array_close(output, np.asarray(expected), what=what, rtol=rtol, atol=atol, exact_dtype=exact_dtype)
 
 
+def _is_number(item: Any) -> bool:
+    if isinstance(item, np.ndarray):
+        return item.ndim == 0 and item.dtype.kind in "iuf"
+    return isinstance(item, (int, float, np.number)) and not isinstance(item, (bool, np.bool_))
+
+
 def _is_numeric_sequence(value: Any) -> bool:
-    return all(isinstance(item, (int, float, np.number)) and not isinstance(item, bool) for item in value)
+    return all(_is_number(item) for item in value)
 
 
 def _assert_array_close(output: Any, expected: np.ndarray, *, what: str, rtol: float, atol: float,

@@ -23,7 +23,8 @@ UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divid
 
 def tensor_words(x) -> str:
     x = np.asarray(x)
-    return f"a {x.dtype} tensor of shape {x.shape}"
+    article = "an" if x.dtype.name.startswith("int") else "a"
+    return f"{article} {x.dtype} tensor of shape {x.shape}"
 
 
 def strides_in_elements(x: np.ndarray) -> list:

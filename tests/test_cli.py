@@ -108,7 +108,7 @@ def test_syntax_error_names_the_notebook_and_cell_and_keeps_the_package_importab
     edit_cell(notebook, index, lambda text: text + "\nresult = (1 +\n")
     run = tito(course, "export", FIRST)
     assert run.code == 1
-    assert f"modules/{name}/{name}.ipynb, cell {index + 1}:" in run.stderr
+    assert f"modules/{name}/{name}.ipynb, cell {index + 1} (the code cell starting" in run.stderr
     assert "left out of the package" in run.stderr
     imported = subprocess.run([sys.executable, "-c", "import tinytorch"], cwd=course, capture_output=True, text=True,
                               env={"PYTHONPATH": str(course / "src"), "PATH": "/usr/bin:/bin"})
@@ -164,3 +164,20 @@ def test_reference_export_is_importable_from_build_reference(course):
                               env={"PYTHONPATH": str(course / "build" / "reference"), "PATH": "/usr/bin:/bin"})
     assert imported.returncode == 0, imported.stderr
     assert "build/reference/tinytorch" in imported.stdout
+
+
+def test_export_names_the_stubs_that_are_left_even_when_a_task_has_several(course):
+    name = next(p.name for p in sorted((course / "solutions").iterdir()) if p.name.startswith("02"))
+    notebook = course / "modules" / name / f"{name}.ipynb"
+    document = nbformat.read(notebook, as_version=4)
+    index = next(i for i, cell in enumerate(document.cells) if 'Task 02.7: Add.backward' in cell.source)
+    fill_one = document.cells[index].source.replace(
+        'raise NotImplementedError("Task 02.7: Add.backward is not implemented yet")', "return None, None")
+    edit_cell(notebook, index, lambda text: fill_one)
+    run = tito(course, "export", "02")
+    assert "02.7 Sub.backward" in run.stderr and "02.7 Add.backward" not in run.stderr
+
+
+def test_bad_numbers_are_usage_errors(course):
+    run = tito(course, "test", FIRST, "--timeout", "-1")
+    assert run.code == 2 and "not a positive number of seconds" in run.stderr

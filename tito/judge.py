@@ -81,12 +81,14 @@ def prepare_job(plan: Plan, job: Path, package_files: dict[str, str]) -> None:
 
 
 def read_outputs(job: Path, limit: int = 256 << 20) -> tuple[dict[str, list[dict]], str | None]:
-    """The first record per check, and the import error if the package could not be imported."""
+    """The first record per check, and the import error if the package could not be imported. Raises
+    RuntimeError when the runner never started: a fault of the grader's set-up, not of the submission."""
     path = job / "out" / "outputs.jsonl"
     records: dict[str, list[dict]] = {}
     import_error = None
-    if not path.is_file():
-        return records, None
+    if not path.is_file() or not path.read_text(encoding="utf-8", errors="replace").startswith('{"started": true}'):
+        errors = (job / "setup-errors.txt").read_text(errors="replace").strip() if (job / "setup-errors.txt").exists() else ""
+        raise RuntimeError(f"the sandbox did not start{': ' + errors[-300:] if errors else ''}")
     with open(path, encoding="utf-8", errors="replace") as stream:
         text = stream.read(limit)
     for line in text.splitlines():

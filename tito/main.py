@@ -10,6 +10,22 @@ from tito import console
 from tito.errors import TitoError
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
+def _count(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return int(text)
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="tito", description="Build, export and grade the TinyTorch course.")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -28,7 +44,7 @@ def parser() -> argparse.ArgumentParser:
     test.add_argument("stage", metavar="NN", help="the stage to grade, e.g. 01")
     test.add_argument("--reference", action="store_true", help="grade the reference solutions instead")
     test.add_argument("--json", action="store_true", help="print one JSON object with the results")
-    test.add_argument("--timeout", type=float, default=600.0, help="seconds before the run is stopped")
+    test.add_argument("--timeout", type=_seconds, default=600.0, help="seconds before the run is stopped")
 
     commands.add_parser("status", help="one row per stage: notebook, tasks done, last score")
 
@@ -39,11 +55,11 @@ def parser() -> argparse.ArgumentParser:
     grade.add_argument("--stage", action="append", metavar="NN", help="a stage to grade (repeat; default: all)")
     grade.add_argument("--isolated", action="store_true",
                        help="also grade each stage with the reference standing in for earlier stages")
-    grade.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="submissions graded at once")
+    grade.add_argument("-j", "--jobs", type=_count, default=os.cpu_count() or 1, help="submissions graded at once")
     grade.add_argument("--out", metavar="DIR", help="where to write the reports (default: SUBMISSIONS-grades)")
-    grade.add_argument("--timeout", type=float, default=300.0, help="seconds one submission may run per stage")
-    grade.add_argument("--memory-mb", type=int, default=4096, help="address-space limit of one submission")
-    grade.add_argument("--examples", type=int, help="cases per check (default: each check's own)")
+    grade.add_argument("--timeout", type=_seconds, default=300.0, help="seconds one submission may run per stage")
+    grade.add_argument("--memory-mb", type=_count, default=4096, help="address-space limit of one submission")
+    grade.add_argument("--examples", type=_count, help="cases per check (default: each check's own)")
     grade.add_argument("--seed", type=int, help="seed for the drawn cases (default: random, and reported)")
     return top
 

@@ -74,7 +74,7 @@ def describe(level: str) -> str:
     }[level]
 
 
-def _ancestors_to_open(path: Path) -> Path | None:
+def _closed_ancestor(path: Path) -> Path | None:
     """The highest folder above `path` that other users cannot traverse (e.g. /root), if any."""
     for folder in reversed(path.parents):  # from / downwards
         if folder != Path("/") and not os.stat(folder).st_mode & 0o001:
@@ -82,12 +82,21 @@ def _ancestors_to_open(path: Path) -> Path | None:
     return None
 
 
+def needed_paths() -> list[Path]:
+    """What the runner needs to see wherever it lives: the interpreter and the virtual environment."""
+    return sorted({Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()})
+
+
 def _mount_script(job: Path, hidden: list[Path], level: str) -> str:
-    """Shell commands run as (namespace) root before the runner starts."""
+    """Shell commands run as (namespace) root before the runner starts. The job folder holds an empty
+    folder .keep/N for each needed path, where that path is held while everything around it is hidden."""
     q = shlex.quote
+    needed = needed_paths()
     lines = ["set -e"]
-    # keep this job's folder, then make /dev/shm show only it (other jobs live beside it)
-    lines.append(f"mount --bind {q(str(job))} /dev/shm")
+    for number, path in enumerate(needed):
+        lines.append(f"mount --bind {q(str(path))} {q(str(job / '.keep' / str(number)))}")
+    # /dev/shm shows only this job's folder (other jobs live beside it), with the held paths inside
+    lines.append(f"mount --rbind {q(str(job))} /dev/shm")
     for path in hidden:
         if path.is_dir():
             lines.append(f"mount -t tmpfs -o size=4k,mode=000,ro tmpfs {q(str(path))}")
@@ -95,19 +104,15 @@ def _mount_script(job: Path, hidden: list[Path], level: str) -> str:
             lines.append(f"mount --bind /dev/null {q(str(path))}")
     lines.append("mount -t tmpfs -o size=64m,mode=1777 tmpfs /tmp")
     if level == "namespaces+uid":
-        # the interpreter must stay reachable for an unprivileged user even below a closed folder (/root)
-        for needed in {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}:
-            closed = _ancestors_to_open(needed)
-            if closed is None:
-                continue
-            keep = f"/tmp/.keep{abs(hash(str(needed)))}"
-            lines += [f"mkdir -p {keep}", f"mount --bind {q(str(needed))} {keep}",
-                      f"mount -t tmpfs -o mode=755 tmpfs {q(str(closed))}",
-                      f"mkdir -p {q(str(needed))}", f"mount --bind {keep} {q(str(needed))}"]
-    else:
-        for writable in {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), Path.home()}:
+        for closed in {c for c in map(_closed_ancestor, needed) if c is not None}:
+            lines += [f"mkdir -p {q(str(closed))}",  # it may lie under the fresh /tmp
+                      f"mount -t tmpfs -o mode=755 tmpfs {q(str(closed))}"]  # e.g. /root
+    for number, path in enumerate(needed):
+        lines += [f"mkdir -p {q(str(path))}", f"mount --bind /dev/shm/.keep/{number} {q(str(path))}"]
+    if level != "namespaces+uid":  # the grader's own user: make what it could write read-only
+        for writable in {*needed, Path.home()}:
             if writable.is_dir():
-                lines.append(f"mount --bind -o ro {q(str(writable))} {q(str(writable))}")
+                lines.append(f"mount --bind -o remount,ro {q(str(writable))} {q(str(writable))} || true")
     return "\n".join(lines)
 
 
@@ -140,11 +145,16 @@ def run(job: Path, runner: Path, hidden: list[Path], limits: Limits, slot: int, 
         else:
             drop = ["setpriv", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all"]
             unshare = ["unshare", "--user", "--map-root-user", "--mount", "--net", "--pid", "--fork", "--kill-child"]
+        for number in range(len(needed_paths())):
+            (job / ".keep" / str(number)).mkdir(parents=True)
         script = _mount_script(job, hidden, level)
-        script += "\nexec " + " ".join(shlex.quote(part) for part in [*drop, *python, f"{inside}/lib/runner.py", inside])
+        runner_command = " ".join(shlex.quote(part) for part in [*drop, *python, f"{inside}/lib/runner.py", inside])
+        script += f"\nexec {runner_command} >/dev/null 2>&1"  # what the student's code prints goes nowhere
         command = [*unshare, "sh", "-c", script]
-    process = subprocess.Popen(command, cwd="/", env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, preexec_fn=lambda: _set_limits(limits, level))
+    with open(job / "setup-errors.txt", "wb") as errors:  # the mount commands' complaints, if any
+        process = subprocess.Popen(command, cwd="/", env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL if level == "limits" else errors,
+                                   preexec_fn=lambda: _set_limits(limits, level))
     try:
         process.wait(timeout=limits.wall_seconds)
         return Outcome(process.returncode, False)

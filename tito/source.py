@@ -82,10 +82,14 @@ def tasks(notebook: nbformat.NotebookNode) -> list[Task]:
     return list(seen.values())
 
 
-def stubbed_tasks(notebook: nbformat.NotebookNode) -> set[str]:
-    """Ids of the tasks whose stub is still in a student notebook."""
-    return {m["task"] for cell in notebook.cells if cell.cell_type == "code"
-            for m in STUB_RAISE.finditer(cell.source)}
+def stubbed_tasks(notebook: nbformat.NotebookNode) -> dict[str, list[str]]:
+    """Task id -> names of the stubs still left for it in a student notebook."""
+    left: dict[str, list[str]] = {}
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            for match in STUB_RAISE.finditer(cell.source):
+                left.setdefault(match["task"], []).append(match["name"])
+    return left
 
 
 def stub_out(source: str, where: str) -> str:

@@ -22,6 +22,11 @@
 # replaces the plain kernel by a differentiable op: `a + b` keeps calling `dispatch("add", a, b)`, and
 # now lands in `Add.apply`. That table is the one registration point between modules, the way PyTorch's
 # dispatcher lets its autograd layer wrap the kernels.
+#
+# **Before you start.** This notebook runs on *your* 01: its first exported cell imports `Tensor` from the
+# package that `tito export 01` wrote. Finish 01 (`tito test 01` at full marks), run `tito export 01`, and
+# restart this notebook's kernel whenever you export again, so it picks up the new code. Grade this
+# module with `tito test 02`, which exports 01 and 02 together.
 
 # %%
 #| default_exp core.autograd

@@ -24,8 +24,12 @@ def run(args) -> int:
             console.info(f"{where} is up to date")
             continue
         if args.check:
-            state = "missing" if current is None else "out of date"
-            console.error(f"{where} is {state} with {stage.relative(stage.source)}: run `tito build`")
+            if current is not None and _holds_student_work(stage):
+                console.error(f"{where} has changes made after it was generated (a student's work), so it "
+                              f"differs from {stage.relative(stage.source)}; `tito build --force` would replace it")
+            else:
+                state = "missing" if current is None else "out of date"
+                console.error(f"{where} is {state} with {stage.relative(stage.source)}: run `tito build`")
             problems += 1
             continue
         if current is not None and not args.force and _holds_student_work(stage):

@@ -41,7 +41,7 @@ class StageExport:
     origin: str
     module: str
     tasks: list[Task]
-    stubs: list[Task]
+    stubs: dict[str, list[str]]  # task id -> names of the stubs left
     broken_cells: list[str] = field(default_factory=list)
 
 
@@ -81,9 +81,10 @@ def _module_code(export: StageExport, cells: list[tuple[int, str]]) -> str:
         try:
             compile(code, f"{export.origin} cell {number}", "exec")
         except SyntaxError as error:
+            first = next((line.strip() for line in code.splitlines() if line.strip()), "")[:60]
             export.broken_cells.append(
-                f"{export.origin}, cell {number}: {error.msg} (line {error.lineno} of the cell); "
-                f"this cell was left out of the package")
+                f"{export.origin}, cell {number} (the code cell starting `{first}`): {error.msg} "
+                f"(line {error.lineno} of the cell); this cell was left out of the package")
             continue
         parts.append(code.strip("\n") + "\n")
     return "\n\n".join(parts)
@@ -92,9 +93,8 @@ def _module_code(export: StageExport, cells: list[tuple[int, str]]) -> str:
 def stage_module(stage: Stage, notebook, origin: str, *, reference: bool) -> tuple[StageExport, str, str]:
     """What one stage contributes to the package: (report, file path inside the package, code)."""
     module = export_target(notebook, origin)
-    stubs = set() if reference else stubbed_tasks(notebook)
-    all_tasks = tasks(read_source(stage))
-    result = StageExport(stage, origin, module, all_tasks, [t for t in all_tasks if t.id in stubs])
+    stubs = {} if reference else stubbed_tasks(notebook)
+    result = StageExport(stage, origin, module, tasks(read_source(stage)), stubs)
     return result, module.replace(".", "/") + ".py", _module_code(result, exported_cells(notebook))
 
 
@@ -152,8 +152,9 @@ def report(exports: list[StageExport], *, reference: bool) -> None:
         if reference:
             console.info(f"exported {result.stage.name} from {result.origin}")
             continue
-        done = len(result.tasks) - len(result.stubs)
-        still = "; still stubs: " + ", ".join(f"{t.id} {t.name}" for t in result.stubs) if result.stubs else ""
+        done = sum(t.id not in result.stubs for t in result.tasks)
+        left = [f"{t.id} {', '.join(result.stubs[t.id])}" for t in result.tasks if t.id in result.stubs]
+        still = "; still stubs: " + "; ".join(left) if left else ""
         console.info(f"exported {result.stage.name}: {done} of {len(result.tasks)} tasks done{still}")
 
 

@@ -14,6 +14,7 @@ import queue
 import secrets
 import shutil
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -73,10 +74,15 @@ def _package_for(root: Path, stage: Stage, notebooks: dict[str, bytes], mode: st
     return files, notes
 
 
+# CPython 3.11 can fail ("AST constructor recursion depth mismatch") when threads compile at once
+_COMPILING = threading.Lock()
+
+
 def _grade_one(root: Path, plan: Plan, student: str, notebooks: dict[str, bytes], mode: str, base: Path,
                hidden: list[Path], limits: sandbox.Limits, level: str, slots: queue.Queue) -> Grade:
     started = time.monotonic()
-    files, notes = _package_for(root, plan.stage, notebooks, mode)
+    with _COMPILING:
+        files, notes = _package_for(root, plan.stage, notebooks, mode)
     if plan.stage.name not in notebooks:
         tests = [CheckResult(c.name, c.task, 0, c.points, False, "no submission for this stage") for c in plan.checks]
         return Grade(student, plan.stage.number, mode, 0, plan.max_score, tests, notes)
@@ -84,7 +90,8 @@ def _grade_one(root: Path, plan: Plan, student: str, notebooks: dict[str, bytes]
     os.chmod(job, 0o755)
     slot = slots.get()
     try:
-        prepare_job(plan, job, files)
+        with _COMPILING:
+            prepare_job(plan, job, files)
         outcome = sandbox.run(job, job / "lib" / "runner.py", hidden, limits, slot, level)
         stopped = f"stopped after {limits.wall_seconds:g} s" if outcome.timed_out else None
         records, import_error = read_outputs(job)
