@@ -15,11 +15,11 @@ END_STUDENT = re.compile(r"^\s*### END YOUR SOLUTION\s*$")
 
 
 def _regions(lines: list[str], begin: re.Pattern, end: re.Pattern) -> list[tuple[str, int, int]]:
-    """(task, first line of the body, line after the body) of each region."""
+    """(task, first line of the body, line of the end marker) of each region."""
     found, start, task = [], None, None
     for number, line in enumerate(lines):
         if start is None and (match := begin.match(line)):
-            start, task = number + 1, match.group(1)
+            start, task = number + 1, match.group(1) if begin.groups else None
         elif start is not None and end.match(line):
             found.append((task, start, number))
             start = None
@@ -56,4 +56,27 @@ def edit_cell(notebook_path: Path, index: int, edit) -> None:
     """Apply `edit(source) -> source` to the 0-based cell `index`."""
     notebook = nbformat.read(notebook_path, as_version=4)
     notebook.cells[index].source = edit(notebook.cells[index].source)
+    nbformat.write(notebook, notebook_path)
+
+
+NBGRADER_BEGIN = re.compile(r"^\s*### BEGIN YOUR SOLUTION\s*$")
+
+
+def fill_nbgrader_release(notebook_path: Path, source: Path, tasks: set[str] | None = None) -> None:
+    """Fill the stubs of a notebook released by nbgrader from `tito course init`'s source: each cell keeps
+    the grade_id "NN-cell-XXX" that names its cell in the solutions source."""
+    notebook = nbformat.read(notebook_path, as_version=4)
+    bodies = reference_bodies(source)
+    for cell in notebook.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+        if "-cell-" not in grade_id or cell.cell_type != "code":
+            continue
+        cell_bodies = bodies[int(grade_id.rsplit("-", 1)[1]) - 1]
+        lines = cell.source.splitlines()
+        stubs = _regions(lines, NBGRADER_BEGIN, END_STUDENT)
+        assert len(stubs) == len(cell_bodies)
+        for (_, start, stop), (task, body) in reversed(list(zip(stubs, cell_bodies))):
+            if tasks is None or task in tasks:
+                lines[start - 1:stop + 1] = body
+        cell.source = "\n".join(lines)
     nbformat.write(notebook, notebook_path)

@@ -48,6 +48,11 @@ def parser() -> argparse.ArgumentParser:
 
     commands.add_parser("status", help="one row per stage: notebook, tasks done, last score")
 
+    course = commands.add_parser("course", help="an nbgrader course generated from solutions/")
+    course_commands = course.add_subparsers(dest="course_command", required=True, metavar="ACTION")
+    course_init = course_commands.add_parser("init", help="create or update the course in DIR")
+    course_init.add_argument("directory", metavar="DIR")
+
     grade = commands.add_parser("grade", help="official grades for a class, judged outside the students' code")
     grade.add_argument("submissions", metavar="SUBMISSIONS",
                        help="an nbgrader course (or its submitted/ folder), or a folder with one notebook, "
@@ -66,9 +71,10 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from tito.commands import build, export, grade, status, test
+    from tito.commands import build, course, export, grade, status, test
 
-    command = {"build": build, "export": export, "test": test, "status": status, "grade": grade}[args.command]
+    command = {"build": build, "export": export, "test": test, "status": status, "grade": grade,
+               "course": course}[args.command]
     try:
         return command.run(args)
     except TitoError as error:

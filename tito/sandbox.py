@@ -82,6 +82,18 @@ def _closed_ancestor(path: Path) -> Path | None:
     return None
 
 
+def hiding_lines(hidden: list[Path], blank_file: str) -> list[str]:
+    """Shell lines covering each folder with an empty read-only tmpfs and each file with `blank_file`, an
+    empty file of mode 000 (so opening it fails rather than reading nothing)."""
+    lines = []
+    for path in hidden:
+        if path.is_dir():
+            lines.append(f"mount -t tmpfs -o size=4k,mode=000,ro tmpfs {shlex.quote(str(path))}")
+        elif path.exists():
+            lines.append(f"mount --bind {shlex.quote(blank_file)} {shlex.quote(str(path))}")
+    return lines
+
+
 def needed_paths() -> list[Path]:
     """What the runner needs to see wherever it lives: the interpreter and the virtual environment."""
     return sorted({Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()})
@@ -97,11 +109,7 @@ def _mount_script(job: Path, hidden: list[Path], level: str) -> str:
         lines.append(f"mount --bind {q(str(path))} {q(str(job / '.keep' / str(number)))}")
     # /dev/shm shows only this job's folder (other jobs live beside it), with the held paths inside
     lines.append(f"mount --rbind {q(str(job))} /dev/shm")
-    for path in hidden:
-        if path.is_dir():
-            lines.append(f"mount -t tmpfs -o size=4k,mode=000,ro tmpfs {q(str(path))}")
-        elif path.exists():
-            lines.append(f"mount --bind /dev/null {q(str(path))}")
+    lines += hiding_lines(hidden, "/dev/shm/.blank")
     lines.append("mount -t tmpfs -o size=64m,mode=1777 tmpfs /tmp")
     if level == "namespaces+uid":
         for closed in {c for c in map(_closed_ancestor, needed) if c is not None}:
@@ -147,6 +155,7 @@ def run(job: Path, runner: Path, hidden: list[Path], limits: Limits, slot: int, 
             unshare = ["unshare", "--user", "--map-root-user", "--mount", "--net", "--pid", "--fork", "--kill-child"]
         for number in range(len(needed_paths())):
             (job / ".keep" / str(number)).mkdir(parents=True)
+        (job / ".blank").touch(mode=0o000)
         script = _mount_script(job, hidden, level)
         runner_command = " ".join(shlex.quote(part) for part in [*drop, *python, f"{inside}/lib/runner.py", inside])
         script += f"\nexec {runner_command} >/dev/null 2>&1"  # what the student's code prints goes nowhere

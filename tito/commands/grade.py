@@ -78,7 +78,7 @@ def _package_for(root: Path, stage: Stage, notebooks: dict[str, bytes], mode: st
 _COMPILING = threading.Lock()
 
 
-def _grade_one(root: Path, plan: Plan, student: str, notebooks: dict[str, bytes], mode: str, base: Path,
+def grade_submission(root: Path, plan: Plan, student: str, notebooks: dict[str, bytes], mode: str, base: Path,
                hidden: list[Path], limits: sandbox.Limits, level: str, slots: queue.Queue) -> Grade:
     started = time.monotonic()
     with _COMPILING:
@@ -135,7 +135,7 @@ def run(args) -> int:
     try:
         with Progress(console=console.err, transient=True) as progress, ThreadPoolExecutor(args.jobs) as pool:
             task = progress.add_task("grading", total=len(work))
-            futures = [pool.submit(_grade_one, root, plan, student, students[student], mode, base, hidden,
+            futures = [pool.submit(grade_submission, root, plan, student, students[student], mode, base, hidden,
                                    limits, level, slots) for plan, student, mode in work]
             for (plan, student, mode), future in zip(work, futures):
                 try:
@@ -147,6 +147,11 @@ def run(args) -> int:
     finally:
         shutil.rmtree(base, ignore_errors=True)
     _write_reports(out, grades, plans, level, seed)
+    gradebook = where.parent / "gradebook.db" if where.name == "submitted" else where / "gradebook.db"
+    if gradebook.exists():
+        written, skipped = write_gradebook(root, gradebook, grades, "isolated" if args.isolated else "cumulative")
+        console.info(f"wrote {written} task scores into {gradebook} as manual scores (nbgrader export "
+                     f"reports them){f'; {skipped} had no autograded notebook to attach to' if skipped else ''}")
     console.info(f"wrote {out / 'grades.csv'}, {out / 'summary.md'}, {out / 'results.json'} and "
                  f"{len(students)} files in {out / 'feedback'}")
     _print_summary(grades)
@@ -154,6 +159,29 @@ def run(args) -> int:
         raise TitoError(f"{len(failures)} grades could not be computed and are missing from grades.csv; "
                         f"the first: {failures[0]}", code=1)
     return 0
+
+
+def write_gradebook(root: Path, path: Path, grades: list[Grade], mode: str) -> tuple[int, int]:
+    """Put the judge's score of every task into nbgrader's gradebook as the manual score of that task's
+    graded cell (a cell's manual score overrides its autograded one), so `nbgrader export` reports it."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    names = {stage.number: stage.name for stage in stages(root)}
+    written = skipped = 0
+    with Gradebook(f"sqlite:///{path}") as gradebook:
+        for grade in (g for g in grades if g.mode == mode):
+            name = names[grade.stage]
+            for task in dict.fromkeys(t.task for t in grade.tests):
+                score = sum(t.points for t in grade.tests if t.task == task)
+                try:
+                    cell = gradebook.find_grade(f"task-{task.replace('.', '_')}", name, name, grade.student)
+                except MissingEntry:
+                    skipped += 1
+                    continue
+                cell.manual_score = score
+                written += 1
+        gradebook.db.commit()
+    return written, skipped
 
 
 def _write_reports(out: Path, grades: list[Grade], plans: dict[str, Plan], level: str, seed: int) -> None:
