@@ -63,8 +63,7 @@ class Judge:
             if key not in self.results:
                 if stage.name not in self.plans:
                     self.plans[stage.name] = make_plan(stage, self.seed)
-                hidden = [self.root / name for name in ("autograder", "solutions", "build", "modules", "src", "tito",
-                                                        "tests", ".git", ".tito")] + [course]
+                hidden = sandbox.private_paths(self.root) + [course]
                 slots: queue.Queue = queue.Queue()
                 slots.put(0)
                 with tempfile.TemporaryDirectory(prefix="tito-judge-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as base:
@@ -99,7 +98,7 @@ def _kernel_command(connection_file: str, course: Path | None, level: str, root:
     if level == "limits":
         return kernel
     q = shlex.quote
-    hidden = [root / name for name in ("autograder", "solutions", "build", "modules", "src", "tests", ".git", ".tito")]
+    hidden = sandbox.private_paths(root, tito_visible=True)  # the graded cells import tito.nbgrader_judge
     if course is not None:
         hidden += [course / name for name in ("source", "release", "submitted", "feedback", "exchange")]
         hidden += [course / "gradebook.db"]

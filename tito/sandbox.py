@@ -82,6 +82,13 @@ def _closed_ancestor(path: Path) -> Path | None:
     return None
 
 
+def private_paths(root: Path, *, tito_visible: bool = False) -> list[Path]:
+    """The checkout's folders that student code must not see: hidden suites, solutions, builds, the
+    student package, the project's tests and history (and tito itself, unless the kernel needs it)."""
+    names = ["autograder", "solutions", "build", "modules", "src", "tests", ".git", ".tito"]
+    return [root / name for name in names + ([] if tito_visible else ["tito"])]
+
+
 def hiding_lines(hidden: list[Path], blank_file: str) -> list[str]:
     """Shell lines covering each folder with an empty read-only tmpfs and each file with `blank_file`, an
     empty file of mode 000 (so opening it fails rather than reading nothing)."""

@@ -120,8 +120,7 @@ def run(args) -> int:
         console.warn("student code is not isolated from the files of this machine")
     plans = {stage.number: make_plan(stage, seed, args.examples) for stage in chosen}
     out.mkdir(parents=True, exist_ok=True)
-    hidden = [root / name for name in ("autograder", "solutions", "build", "modules", "src", "tito", "tests",
-                                       ".git", ".tito")] + [where, out]
+    hidden = sandbox.private_paths(root) + [where, out]
     if (where.parent / "gradebook.db").exists():
         hidden.append(where.parent)  # an nbgrader course: its gradebook, source and release folders
     modes = ["isolated", "cumulative"] if args.isolated else ["cumulative"]
