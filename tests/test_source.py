@@ -59,3 +59,34 @@ def test_the_committed_package_init_is_the_one_export_writes():
     from tito.commands.export import PACKAGE_INIT
 
     assert (REPO / "src" / "tinytorch" / "__init__.py").read_text() == PACKAGE_INIT
+
+
+def test_names_go_to_the_namespace_their_cell_was_exported_to(tmp_path):
+    import subprocess
+    import sys
+
+    from tito.commands.export import namespaces, write_package
+
+    code = ("#| export\nimport math\ndef top(): return 1\n"
+            "#| export nn.functional\ndef relu(x): return max(x, 0)\nclass _Relu: pass\n"
+            "#| export nn\nclass ReLU:\n    pass\n"
+            "#| export optim.lr_scheduler\nclass StepLR: pass\n")
+    assert namespaces(code) == {"": ["top"], "nn.functional": ["relu"], "nn": ["ReLU"],
+                                "optim.lr_scheduler": ["StepLR"]}
+    write_package(tmp_path, {"core/tensor.py": "#| export\nclass Tensor: pass\n", "core/act.py": code})
+    probe = ("import tinytorch as tt, tinytorch.nn.functional as F\n"
+             "print(tt.nn.functional.relu(-2), F.relu(3), tt.nn.ReLU.__name__, tt.optim.lr_scheduler.StepLR.__name__,"
+             " tt.top(), tt.Tensor.__name__, hasattr(tt, 'relu'), hasattr(tt.nn, 'relu'))")
+    run = subprocess.run([sys.executable, "-c", probe], env={"PYTHONPATH": str(tmp_path)},
+                         capture_output=True, text=True)
+    assert run.stdout.split() == ["0", "3", "ReLU", "StepLR", "1", "Tensor", "False", "False"], run.stderr
+
+
+def test_a_malformed_export_namespace_names_its_cell():
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("#| export nn..functional\nx = 1")])
+    from tito.source import exported_cells
+
+    with pytest.raises(TitoError, match="cell 1.*nn..functional"):
+        exported_cells(notebook, "03_activations.ipynb")

@@ -173,7 +173,19 @@ def export_target(notebook: nbformat.NotebookNode, where: str) -> str:
                     f"restore that cell (see the generated notebook's first code cell)")
 
 
-def exported_cells(notebook: nbformat.NotebookNode) -> list[tuple[int, str]]:
-    """(1-based cell number, code) of every `#| export` cell."""
-    return [(index, strip_markers(cell.source)) for index, cell in enumerate(notebook.cells, start=1)
-            if cell.cell_type == "code" and "export" in directives(cell.source)]
+NAMESPACE = re.compile(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*")
+
+
+def exported_cells(notebook: nbformat.NotebookNode, where: str = "the notebook") -> list[tuple[int, str, str]]:
+    """(1-based cell number, code, namespace) of every `#| export` cell. The namespace is the directive's
+    argument (`#| export nn.functional` -> "nn.functional"), "" for the top-level `tinytorch`."""
+    cells = []
+    for index, cell in enumerate(notebook.cells, start=1):
+        if cell.cell_type != "code" or "export" not in directives(cell.source):
+            continue
+        namespace = directives(cell.source)["export"]
+        if namespace and not NAMESPACE.fullmatch(namespace):
+            raise TitoError(f"{where}, cell {index}: `#| export {namespace}` does not name a namespace like "
+                            f"nn or nn.functional; restore the cell's first line")
+        cells.append((index, strip_markers(cell.source), namespace))
+    return cells
