@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 TITO := $(BIN)/tito
 
-.PHONY: demo test clean
+.PHONY: demo test bench clean
 
 $(BIN)/tito: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -15,12 +15,20 @@ $(BIN)/tito: pyproject.toml
 	@touch $@
 
 # The main job: build the student notebooks and the reference package, then grade every stage twice:
-# on the reference solutions (full marks expected) and on the untouched student notebooks (0 expected).
+# on the reference solutions (full marks expected) and on the untouched student notebooks (0 expected),
+# then train the milestone MLP on MNIST with the reference package.
 demo: $(BIN)/tito
 	$(BIN)/python -m tito.demo
 
 test: $(BIN)/tito
 	$(BIN)/python -m pytest tests
 
+# Speed against PyTorch on the CPU, as a ratio measured in one run (installs the optional torch extra).
+bench: $(BIN)/tito
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	$(TITO) export --reference
+	PYTHONPATH=build/reference $(BIN)/python benchmarks/mlp.py
+
 clean:
-	rm -rf build .tito src/tinytorch/core src/tinytorch/_exported.py
+	rm -rf build .tito
+	find src/tinytorch -mindepth 1 -maxdepth 1 ! -name __init__.py -exec rm -rf {} +

@@ -1,8 +1,8 @@
-"""`make demo`: build any missing student notebook and the reference package, then grade every stage on
-the reference solutions and on the student notebooks.
+"""`make demo`: build any missing student notebook and the reference package, grade every stage on
+the reference solutions and on the student notebooks, then run every milestone on the reference.
 
-Exits non-zero only when a reference stage misses full marks: the student notebooks are expected to
-lose points until someone fills them in.
+Exits non-zero only when a reference stage misses full marks or a milestone misses its target on the
+reference: the student notebooks are expected to lose points until someone fills them in.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 
 from tito import console
+from tito.commands.milestone import MILESTONES
 from tito.main import main as tito
 from tito.project import find_root, stages
 
@@ -27,7 +28,11 @@ def main() -> int:
     short = [n for n, status in reference.items() if status != 0]
     console.info(f"reference solutions: {'full marks on every stage' if not short else 'points lost on ' + ', '.join(short)}; "
                  f"student notebooks: full marks on {sum(s == 0 for s in student.values())} of {len(numbers)} stages")
-    return 1 if short else 0
+    missed = [name for name, milestone in MILESTONES.items()
+              if milestone.stage in numbers and tito(["milestone", name, "--reference"]) != 0]
+    if missed:
+        console.error(f"the reference missed the target of milestone {', '.join(missed)}")
+    return 1 if short or missed else 0
 
 
 if __name__ == "__main__":

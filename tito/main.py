@@ -48,6 +48,14 @@ def parser() -> argparse.ArgumentParser:
 
     commands.add_parser("status", help="one row per stage: notebook, tasks done, last score")
 
+    from tito.commands.milestone import MILESTONES
+    milestone = commands.add_parser("milestone", help="train a milestone model on real data with your package")
+    milestone.add_argument("name", metavar="NAME", choices=sorted(MILESTONES),
+                           help=f"which milestone: {', '.join(sorted(MILESTONES))}")
+    milestone.add_argument("--reference", action="store_true", help="run it on the reference solutions instead")
+    milestone.add_argument("--epochs", type=_count, default=10, help="epochs to train (the target is judged after 10)")
+    milestone.add_argument("--seed", type=int, default=0, help="seed for initialisation and shuffling")
+
     course = commands.add_parser("course", help="an nbgrader course generated from solutions/")
     course_commands = course.add_subparsers(dest="course_command", required=True, metavar="ACTION")
     course_init = course_commands.add_parser("init", help="create or update the course in DIR")
@@ -71,10 +79,10 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from tito.commands import build, course, export, grade, status, test
+    from tito.commands import build, course, export, grade, milestone, status, test
 
     command = {"build": build, "export": export, "test": test, "status": status, "grade": grade,
-               "course": course}[args.command]
+               "course": course, "milestone": milestone}[args.command]
     try:
         return command.run(args)
     except TitoError as error:
