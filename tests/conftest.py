@@ -29,7 +29,7 @@ class Run:
 
 def copy_course(destination: Path) -> Path:
     """A copy of what a student's clone holds that tito reads and writes."""
-    for folder in ("solutions", "modules", "autograder"):
+    for folder in ("solutions", "modules", "autograder", "milestones"):
         shutil.copytree(REPO / folder, destination / folder, ignore=shutil.ignore_patterns("__pycache__"))
     (destination / "src" / "tinytorch").mkdir(parents=True)
     shutil.copy2(REPO / "src" / "tinytorch" / "__init__.py", destination / "src" / "tinytorch" / "__init__.py")

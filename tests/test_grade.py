@@ -219,3 +219,26 @@ def test_bad_input_is_one_sentence(tmp_path):
     (tmp_path / "empty").mkdir()
     run = tito(REPO, "grade", str(tmp_path / "empty"))
     assert run.code == 2 and "holds no submissions" in run.stderr
+
+
+def test_every_stage_grades_full_work_full_and_untouched_work_zero_in_the_sandbox(tmp_path):
+    """Each stage's compute slice runs in the real sandbox: a student who filled every notebook gets full
+    marks on every stage, cumulative and isolated, and one who filled none gets 0 on every stage."""
+    folder = tmp_path / "class"
+    names = sorted(p.name for p in (REPO / "solutions").iterdir() if p.name[:2].isdigit())
+    for student, filled in (("full", True), ("empty", False)):
+        (folder / student).mkdir(parents=True)
+        for name in names:
+            path = folder / student / f"{name}.ipynb"
+            shutil.copy2(REPO / "modules" / name / f"{name}.ipynb", path)
+            if filled:
+                fill(path, REPO / "solutions" / name / f"{name}.py")
+    run = tito(REPO, "grade", str(folder), "--out", str(tmp_path / "out"), "--isolated", "--examples", "3",
+               "-j", "2", "--seed", "7")
+    assert run.code == 0, run.stderr
+    rows = list(csv.DictReader(open(tmp_path / "out" / "grades.csv", encoding="utf-8")))
+    assert {(row["stage"], row["mode"]) for row in rows if row["student"] == "full"} == \
+        {(name[:2], mode) for name in names for mode in ("cumulative", "isolated")}
+    for row in rows:
+        expected = float(row["max_score"]) if row["student"] == "full" else 0.0
+        assert float(row["score"]) == expected, row
