@@ -17,12 +17,22 @@ def test_the_reference_mlp_reaches_its_target_on_mnist(shared_course):
     assert final and float(final.group(1)) >= 93.5
     assert "milestone reached" in run.stdout
     assert "Linear(in_features=784, out_features=256, bias=True)" in run.stdout
+    # into a pipe the progress bar writes one final line per epoch, not every redraw
+    assert run.stdout.count("epoch 1/10 [") == 1 and run.stdout.count("79/79") == 10
+
+
+def test_a_shorter_run_is_reported_but_not_judged(shared_course):
+    run = tito(shared_course, "milestone", "mlp", "--reference", "--epochs", "1")
+    assert run.code == 1
+    assert "not judged: the milestone is judged after 10 epochs, and this run had 1" in run.stdout
+    assert "PyTorch" not in run.stdout
 
 
 def test_unfinished_stages_are_named_instead_of_training(shared_course):
     run = tito(shared_course, "milestone", "mlp")
     assert run.code == 1
-    assert "still stubs" in run.stderr and "07." in run.stderr and "Traceback" not in run.stderr
+    assert "still stubs" in run.stderr and "07_training 8 of 8" in run.stderr and "Traceback" not in run.stderr
+    assert "Start with 01_tensor: `tito test 01`" in run.stderr
 
 
 def test_a_wrong_milestone_name_lists_the_known_ones(shared_course):

@@ -119,8 +119,9 @@ class _ReLU(Function):
 
 # %%
 #| export nn.functional
-def relu(input):
-    """max(input, 0) elementwise"""
+def relu(input, inplace: bool = False):
+    """max(input, 0) elementwise. `inplace` is accepted like PyTorch's and ignored: tinytorch never
+    overwrites a tensor that autograd may still need."""
     return _ReLU.apply(input)
 
 # %%

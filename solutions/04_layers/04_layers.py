@@ -1108,20 +1108,21 @@ assert repr(ModuleList([Scale(2), Scale(2)])) == "ModuleList(\n  (0-1): 2 x Scal
 #   keeps everything, and the formula already gives the identity.
 # - In `__init__`, a `p` outside [0, 1] is a `ValueError` in PyTorch's words: `dropout probability has
 #   to be between 0 and 1, but got 1.5`. Store `p` as given.
-# - `extra_repr()` is `p=0.5, inplace=False` (PyTorch's `inplace` option, always False here).
+# - `extra_repr()` is `p=0.5, inplace=False` (PyTorch's `inplace` option: accepted, shown, never acted on).
 
 # %%
 #| export nn
 class Dropout(Module):
     """Training: zero each element with probability p and scale the rest by 1/(1-p). Eval: identity."""
 
-    def __init__(self, p: float = 0.5):
+    def __init__(self, p: float = 0.5, inplace: bool = False):
         super().__init__()
         ### BEGIN SOLUTION 04.11 Dropout
         if not 0 <= p <= 1:
             raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
         self.p = p
         ### END SOLUTION
+        self.inplace = inplace  # accepted like PyTorch's, but tinytorch never overwrites a tensor autograd may need
 
     def forward(self, input) -> Tensor:
         ### BEGIN SOLUTION 04.11 Dropout
@@ -1138,7 +1139,7 @@ class Dropout(Module):
 
     def extra_repr(self) -> str:
         ### BEGIN SOLUTION 04.11 Dropout
-        return f"p={self.p}, inplace=False"
+        return f"p={self.p}, inplace={self.inplace}"
         ### END SOLUTION
 
 # %% [markdown]
@@ -1261,7 +1262,15 @@ except IndexError as error:
 # %%
 #| export nn
 class ReLU(Module):
-    """relu(x) = max(x, 0), elementwise."""
+    """relu(x) = max(x, 0), elementwise. `inplace` is accepted like PyTorch's and never acted on: an op that
+    overwrites its input could destroy a value autograd still needs."""
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
 
     def forward(self, input) -> Tensor:
         ### BEGIN SOLUTION 04.13 activation modules

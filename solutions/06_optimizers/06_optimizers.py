@@ -865,7 +865,7 @@ assert np.isclose(lrs[2], 0.06) and np.isclose(lrs[4], 0.02), "half-way: the mid
 #
 # A small regression network from module 04, trained with AdamW and a cosine schedule. The model and the
 # optimizer share the parameters, so every `optimizer.step()` changes what the next forward computes.
-# The same loop, with real data and `tito`'s progress bar around it, is module 07's `fit`.
+# The same loop, with mini-batches of real data and a progress bar around it, is module 07's `fit`.
 
 # %%
 import tinytorch as tt

@@ -386,10 +386,14 @@ assert np.isnan(evaluate(nn.Linear(4, 1), nn.MSELoss(), x, np.zeros((10, 1), dty
 #| export
 class ProgressBar:
     """A one-line text progress bar for train_epoch's `progress(batch_index, n_batches, loss)`: redrawn
-    in place with '\\r', showing the running mean loss; ends its line after the last batch."""
+    in place with '\\r' at most every `min_interval` seconds, showing the running mean loss; ends its line
+    after the last batch. Written to a file or a pipe (not a terminal, not a notebook), only the final
+    line of each epoch is written, so logs stay readable."""
 
-    def __init__(self, description: str = "", width: int = 30, min_interval: float = 0.1, stream=None):
+    def __init__(self, description: str = "", width: int = 30, min_interval: float = 0.5, stream=None):
         self.description, self.width, self.min_interval, self.stream = description, width, min_interval, stream
+        target = stream if stream is not None else sys.stdout
+        self.live = getattr(target, "isatty", lambda: False)() or "ipykernel" in sys.modules
         self.start = time.perf_counter()
         self.last_draw = -math.inf
         self.loss_sum, self.count = 0.0, 0
@@ -399,7 +403,7 @@ class ProgressBar:
         self.count += 1
         done = batch_index + 1
         now = time.perf_counter()
-        if done < n_batches and now - self.last_draw < self.min_interval:
+        if done < n_batches and (not self.live or now - self.last_draw < self.min_interval):
             return
         self.last_draw = now
         filled = self.width * done // n_batches
@@ -462,28 +466,30 @@ def fit(model, loss_fn, optimizer, train, test, epochs: int, batch_size: int = 1
 
 # %% [markdown]
 # A first run on a problem small enough to train in a second: three blobs of 2-D points, one per
-# class, and a small MLP. The loss should fall epoch after epoch and the accuracy climb close to 100%.
+# class, and a small MLP. The loss should fall epoch after epoch and the test accuracy climb to about
+# 92%. Not to 100%: the blobs overlap, so some points lie deep in another class's blob and no model
+# can get them right.
 
 # %%
 def blobs(n, rng):
     """n points in 2-D around three centres; the label is the centre."""
     centres = np.array([[0.0, 2.0], [-2.0, -1.0], [2.0, -1.0]])
     labels = rng.integers(0, 3, n)
-    return (centres[labels] + 0.7 * rng.standard_normal((n, 2))).astype(np.float32), labels
+    return (centres[labels] + rng.standard_normal((n, 2))).astype(np.float32), labels
 
 
 rng = np.random.default_rng(0)
 train_set, test_set = blobs(600, rng), blobs(200, rng)
 tt.manual_seed(0)
 model = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 3))
-optimizer = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+optimizer = optim.SGD(model.parameters(), lr=0.005, momentum=0.9)
 scheduler = optim.lr_scheduler.StepLR(optimizer, step_size=4, gamma=0.5)
 history = fit(model, nn.CrossEntropyLoss(), optimizer, train_set, test_set, epochs=8, batch_size=32,
               scheduler=scheduler, max_norm=5.0)
 assert sorted(history) == ["seconds", "test_accuracy", "test_loss", "train_loss"]
 assert all(len(values) == 8 for values in history.values())
-assert history["train_loss"][-1] < history["train_loss"][0] and history["test_accuracy"][-1] > 0.9
-assert np.isclose(optimizer.param_groups[0]["lr"], 0.1 * 0.5 ** 2)
+assert history["train_loss"][-1] < history["train_loss"][0] and history["test_accuracy"][-1] > 0.85
+assert np.isclose(optimizer.param_groups[0]["lr"], 0.005 * 0.5 ** 2)
 
 # %% [markdown]
 # ### The loss curve
@@ -506,6 +512,7 @@ def plot_history(history, title=""):
     left.legend()
     right.plot(epochs, 100 * np.array(history["test_accuracy"]), "o-", color="C2")
     right.set(xlabel="epoch", ylabel="test accuracy (%)", title=f"{title} accuracy")
+    right.set_ylim(top=100)
     figure.tight_layout()
     plt.show()
 

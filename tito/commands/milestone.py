@@ -40,11 +40,14 @@ def run(args) -> int:
     console.info(f"exporting stages 01..{milestone.stage} from {whose}")
     exports = export(root, known[milestone.stage], reference=args.reference)
     report(exports, reference=args.reference)
-    left = [f"{task} ({', '.join(names)})" for result in exports for task, names in result.stubs.items()]
-    if left:
-        raise TitoError(f"the {args.name} milestone runs on your stages 01..{milestone.stage}, and these tasks "
-                        f"are still stubs: {'; '.join(left)}. Finish them (`tito test NN` shows what is "
-                        f"missing) or try `tito milestone {args.name} --reference`", code=1)
+    unfinished = [result for result in exports if result.stubs]
+    if unfinished:
+        counts = ", ".join(f"{r.stage.name} {len(r.stubs)} of {len(r.tasks)}" for r in unfinished)
+        first = unfinished[0]
+        raise TitoError(f"the {args.name} milestone runs on your stages 01..{milestone.stage}, and tasks are still "
+                        f"stubs in {counts} (listed above). Start with {first.stage.name}: `tito test "
+                        f"{first.stage.number}` shows what is missing. `tito milestone {args.name} --reference` "
+                        f"runs it on the reference", code=1)
     if any(result.broken_cells for result in exports):
         raise TitoError("a cell with a syntax error was left out of the package (named above): fix it first",
                         code=1)
