@@ -251,6 +251,18 @@ def arrays(shape: Any, dtype: Any = np.float32, low: float = -10.0, high: float 
     return hnp.arrays(dtype, shape, elements=elements, fill=st.nothing())  # every element drawn, none constant
 
 
-def floats_arrays(shape: Any, low: float = -3.0, high: float = 3.0) -> st.SearchStrategy:
-    """float64 arrays for gradient checks."""
-    return arrays(shape, np.float64, low, high)
+def floats_arrays(shape: Any, low: float = -3.0, high: float = 3.0, dtype: Any = np.float64) -> st.SearchStrategy:
+    """Arrays for gradient checks (float64 unless told), every element drawn on its own, so that a wrong
+    gradient cannot hide behind an array of one value."""
+    return arrays(shape, dtype, low, high)
+
+
+def signed_arrays(shape: tuple, low: float = 0.5, high: float = 3.0, dtype: Any = np.float64) -> st.SearchStrategy:
+    """Arrays of magnitude in [low, high], either sign, no element zero: safe divisors."""
+    return st.tuples(arrays(shape, dtype, low, high), hnp.arrays(np.bool_, shape, fill=st.nothing())).map(
+        lambda pair: np.where(pair[1], pair[0], -pair[0]).astype(dtype))
+
+
+def upstream(shape: tuple) -> st.SearchStrategy:
+    """An upstream gradient g for backward(g): float64, magnitudes in [0.25, 2], either sign, never zero."""
+    return signed_arrays(shape, 0.25, 2.0)

@@ -11,7 +11,8 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from checklib import CheckFailed, capture_error, central_difference, check, shapes
+from checklib import (CheckFailed, capture_error, central_difference, check, floats_arrays, shapes, signed_arrays,
+                      upstream)
 
 GRAD_TOL = {"rtol": 1e-4, "atol": 1e-5}
 
@@ -21,22 +22,10 @@ def _autograd(tt):
     return importlib.import_module(tt.__name__ + ".core.autograd")
 
 
-def _values(shape, low=-3.0, high=3.0, dtype=np.float64):
-    """Arrays in [low, high] with every element drawn on its own (no common fill value), so that a wrong
-    gradient cannot hide behind an array of zeros."""
-    return hnp.arrays(dtype, shape, fill=st.nothing(), elements=st.floats(
-        low, high, allow_nan=False, allow_infinity=False, width=8 * np.dtype(dtype).itemsize))
 
 
-def _signed(shape, low=0.5, high=3.0):
-    """float64 arrays of magnitude in [low, high], either sign: safe divisors."""
-    return st.tuples(_values(shape, low, high), hnp.arrays(np.bool_, shape, fill=st.nothing())).map(
-        lambda pair: np.where(pair[1], pair[0], -pair[0]))
 
 
-def _upstream(shape):
-    """An upstream gradient g for backward(g): no element is zero."""
-    return _signed(shape, 0.25, 2.0)
 
 
 def _gradients(tt, fn, inputs, grad_output):
@@ -51,15 +40,15 @@ def _case(draw, fn, *input_strategies, names=("a", "b")):
     """A case {names...: arrays, "g": upstream gradient of fn's output shape}."""
     case = {name: draw(strategy) for name, strategy in zip(names, input_strategies)}
     out_shape = np.shape(fn(*[case[name] for name in names]))
-    case["g"] = draw(_upstream(out_shape))
+    case["g"] = draw(upstream(out_shape))
     return case
 
 
 def _broadcast_case(fn, low=-3.0, high=3.0, b_strategy=None):
     def build(shapes_pair):
         shape_a, shape_b = shapes_pair.input_shapes
-        return _case(fn, _values(shape_a, low, high),
-                     b_strategy(shape_b) if b_strategy else _values(shape_b))
+        return _case(fn, floats_arrays(shape_a, low, high),
+                     b_strategy(shape_b) if b_strategy else floats_arrays(shape_b))
     return hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, max_side=4).flatmap(build)
 
 
@@ -90,7 +79,7 @@ def _(case):
 
 @check(task="02.1", points=2, **GRAD_TOL,
        inputs=shapes(max_dims=3).flatmap(lambda shape: st.fixed_dictionaries({
-           "x": _values(shape), "scale": st.floats(-3, 3), "g": _upstream(shape)})),
+           "x": floats_arrays(shape), "scale": st.floats(-3, 3), "g": upstream(shape)})),
        describe=lambda case: f"a Function subclass y = scale * x³ (scale a keyword param) applied to x of "
                              f"shape {case['x'].shape}: [forward value, forward dtype, x.grad, types seen by forward]")
 def custom_function_forward_backward_and_params(tt, case):
@@ -124,7 +113,7 @@ def _(case):
 
 @check(task="02.1", points=1, **GRAD_TOL,
        inputs=shapes(max_dims=2).flatmap(lambda shape: st.fixed_dictionaries({
-           "x": _values(shape), "g": _upstream(shape)})),
+           "x": floats_arrays(shape), "g": upstream(shape)})),
        describe=lambda case: f"x * x.detach() for x of shape {case['x'].shape}: [requires_grad of x.detach(), x.grad]")
 def detach_stops_the_gradient(tt, case):
     x = tt.Tensor(case["x"], requires_grad=True)
@@ -228,7 +217,7 @@ def _(case):
 
 @check(task="02.3", points=1, **GRAD_TOL,
        inputs=shapes(max_dims=3).flatmap(lambda shape: st.fixed_dictionaries({
-           "x": _values(shape), "w": _signed(shape)})),
+           "x": floats_arrays(shape), "w": signed_arrays(shape)})),
        describe=lambda case: f"(x * w).sum().backward() without a grad argument, x of shape {case['x'].shape}")
 def backward_of_a_scalar_seeds_ones(tt, case):
     x = tt.Tensor(case["x"], requires_grad=True)
@@ -267,8 +256,8 @@ def _(case):
 
 @check(task="02.3", points=2, **GRAD_TOL,
        inputs=shapes(max_dims=3).flatmap(lambda shape: st.fixed_dictionaries({
-           "x": _values(shape), "w": _signed(shape), "g1": _upstream(shape),
-           "g2": _upstream(shape), "g3": _upstream(shape)})),
+           "x": floats_arrays(shape), "w": signed_arrays(shape), "g1": upstream(shape),
+           "g2": upstream(shape), "g3": upstream(shape)})),
        describe=lambda case: f"(x * w).backward(g) twice, then x.grad = None and once more, x of shape "
                              f"{case['x'].shape}: [x.grad after two calls, x.grad after the reset]")
 def gradients_accumulate_across_calls_until_reset(tt, case):
@@ -292,7 +281,7 @@ def _reused(x, y):
 
 
 @check(task="02.3", points=2, **GRAD_TOL,
-       inputs=shapes(max_dims=2).flatmap(lambda shape: _case(_reused, _values(shape), _values(shape),
+       inputs=shapes(max_dims=2).flatmap(lambda shape: _case(_reused, floats_arrays(shape), floats_arrays(shape),
                                                             names=("x", "y"))),
        describe=lambda case: f"x * x * y - x / (y * y + 1) + x + (x - y) * x (x used five times), shape "
                              f"{case['x'].shape}: [x.grad, y.grad]")
@@ -342,8 +331,8 @@ def _affine(a, b):
 
 @check(task="02.3", points=1, dtype=True, rtol=1e-4, atol=1e-4,
        inputs=hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=4).flatmap(
-           lambda pair: _case(_affine, _values(pair.input_shapes[0], dtype=np.float32),
-                              _values(pair.input_shapes[1], dtype=np.float32))).map(
+           lambda pair: _case(_affine, floats_arrays(pair.input_shapes[0], dtype=np.float32),
+                              floats_arrays(pair.input_shapes[1], dtype=np.float32))).map(
            lambda case: {**case, "g": case["g"].astype(np.float32)}),
        describe=lambda case: f"a * b + 2.0 * a in float32 with {_ab(case)}: [a.grad, b.grad] (float32, each "
                              f"of its tensor's shape)")
@@ -441,8 +430,8 @@ def _sin_times(tt, wrong_element=None, factor=1.0):
 
 def _gradcheck_inputs(min_side=1):
     return shapes(min_dims=1, max_dims=2, min_side=min_side, max_side=3).flatmap(
-        lambda shape: st.fixed_dictionaries({"a": _values(shape, dtype=np.float32),
-                                             "b": _values(shape, dtype=np.float32),
+        lambda shape: st.fixed_dictionaries({"a": floats_arrays(shape, dtype=np.float32),
+                                             "b": floats_arrays(shape, dtype=np.float32),
                                              "wrong": st.integers(0, int(np.prod(shape)) - 1)}))
 
 
@@ -504,7 +493,7 @@ def _(case):
 @check(task="02.6", points=2,
        inputs=hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=4).flatmap(
            lambda pair: st.fixed_dictionaries({"shape": st.just(pair.input_shapes[0]),
-                                               "grad": _values(pair.result_shape)})),
+                                               "grad": floats_arrays(pair.result_shape)})),
        describe=lambda case: f"unbroadcast(grad of shape {case['grad'].shape}, {case['shape']})")
 def unbroadcast_sums_over_broadcast_axes(tt, case):
     return np.asarray(_autograd(tt).unbroadcast(case["grad"], case["shape"]))
@@ -560,8 +549,8 @@ _SCALAR_FORMS = {
 
 def _scalar_case(nonzero):
     return shapes(max_dims=2).flatmap(lambda shape: st.fixed_dictionaries({
-        "x": _signed(shape) if nonzero else _values(shape),
-        "c": st.floats(0.5, 3.0) | st.floats(-3.0, -0.5), "g": _upstream(shape)}))
+        "x": signed_arrays(shape) if nonzero else floats_arrays(shape),
+        "c": st.floats(0.5, 3.0) | st.floats(-3.0, -0.5), "g": upstream(shape)}))
 
 
 def _scalar_gradients(tt, case, kind):
@@ -609,7 +598,7 @@ def _(case):
     return central_difference(_mul, [case["a"], case["b"]], case["g"])
 
 
-@check(task="02.8", points=2, inputs=_broadcast_case(_div, b_strategy=_signed), **GRAD_TOL,
+@check(task="02.8", points=2, inputs=_broadcast_case(_div, b_strategy=signed_arrays), **GRAD_TOL,
        describe=lambda case: f"(a / b).backward(g) with {_ab(case)}: [a.grad, b.grad]")
 def div_gradients_with_broadcasting(tt, case):
     return _gradients(tt, _div, [case["a"], case["b"]], case["g"])
@@ -640,8 +629,8 @@ def _(case):
 def _pow_scalar_case(draw):
     exponent = draw(st.sampled_from([2, 3, 1, 0, -1, -2, 0.5, 1.5, -0.5, 2.5]))
     shape = draw(shapes(max_dims=3))
-    x = draw(_values(shape, 0.5, 2.0) if isinstance(exponent, float) else _signed(shape, 0.5, 2.0))
-    return {"x": x, "p": exponent, "g": draw(_upstream(shape))}
+    x = draw(floats_arrays(shape, 0.5, 2.0) if isinstance(exponent, float) else signed_arrays(shape, 0.5, 2.0))
+    return {"x": x, "p": exponent, "g": draw(upstream(shape))}
 
 
 @check(task="02.9", points=2, inputs=_pow_scalar_case(), **GRAD_TOL,
@@ -672,7 +661,7 @@ def _(case):
 
 @check(task="02.9", points=1, **GRAD_TOL,
        inputs=shapes(max_dims=2).flatmap(lambda shape: st.fixed_dictionaries({
-           "c": st.sampled_from([2.0, 0.5, 3.7]), "x": _values(shape, -2, 2), "g": _upstream(shape)})),
+           "c": st.sampled_from([2.0, 0.5, 3.7]), "x": floats_arrays(shape, -2, 2), "g": upstream(shape)})),
        describe=lambda case: f"({case['c']!r} ** x).backward(g), x of shape {case['x'].shape}: x.grad")
 def pow_gradient_with_a_python_scalar_base(tt, case):
     return _gradients(tt, lambda x: case["c"] ** x, [case["x"]], case["g"])[0]
@@ -695,7 +684,7 @@ def _unary_tensor_fn(op):
 
 def _unary_case(op, low, high):
     return shapes(max_dims=3).flatmap(lambda shape: st.fixed_dictionaries({
-        "x": _values(shape, low, high), "g": _upstream(shape), "op": st.just(op)}))
+        "x": floats_arrays(shape, low, high), "g": upstream(shape), "op": st.just(op)}))
 
 
 def _unary_words(case):
@@ -743,7 +732,7 @@ def _matmul(a, b):
 
 
 def _matmul_case(shape_pairs):
-    return shape_pairs.flatmap(lambda pair: _case(_matmul, _values(pair[0]), _values(pair[1])))
+    return shape_pairs.flatmap(lambda pair: _case(_matmul, floats_arrays(pair[0]), floats_arrays(pair[1])))
 
 
 _side = st.integers(1, 4)
@@ -811,9 +800,9 @@ def _axis(draw, ndim):
 def _reduction_case(draw, reduce, values=None):
     shape = draw(shapes(min_dims=1, max_dims=3, max_side=4))
     axis, keepdims = draw(_axis(len(shape))), draw(st.booleans())
-    x = draw(values(shape) if values else _values(shape))
+    x = draw(values(shape) if values else floats_arrays(shape))
     out_shape = np.shape(reduce(x, axis=axis, keepdims=keepdims))
-    return {"x": x, "axis": axis, "keepdims": keepdims, "g": draw(_upstream(out_shape))}
+    return {"x": x, "axis": axis, "keepdims": keepdims, "g": draw(upstream(out_shape))}
 
 
 REDUCTIONS = {"sum": np.sum, "mean": np.mean, "max": np.max}
@@ -867,7 +856,7 @@ for _reduction in (sum_gradient_with_axis_and_keepdims, mean_gradient_with_axis_
     _reduction.expected(_reduction_expected)
 
 
-@check(task="02.12", points=2, inputs=_reduction_case(np.max, lambda shape: _values(shape, 0, 2).map(np.round)),
+@check(task="02.12", points=2, inputs=_reduction_case(np.max, lambda shape: floats_arrays(shape, 0, 2).map(np.round)),
        **GRAD_TOL,
        describe=lambda case: f"x.max(axis={case['axis']!r}, keepdims={case['keepdims']}).backward(g) with tied "
                              f"maxima, x = {case['x'].tolist()}: x.grad (ties share the gradient evenly)")
@@ -897,8 +886,8 @@ def _reshape_case(draw):
     target = list(draw(st.sampled_from([(rows, size // rows), (size,), (1, rows, size // rows), (size // rows, 1, rows)])))
     if draw(st.booleans()):
         target[draw(st.integers(0, len(target) - 1))] = -1
-    return {"x": draw(_values(shape)), "shape": tuple(target),
-            "g": draw(_upstream(np.empty(shape).reshape(target).shape))}
+    return {"x": draw(floats_arrays(shape)), "shape": tuple(target),
+            "g": draw(upstream(np.empty(shape).reshape(target).shape))}
 
 
 @check(task="02.13", points=1, inputs=_reshape_case(), **GRAD_TOL,
@@ -928,8 +917,8 @@ def _permute_case(draw):
         shape = draw(shapes(min_dims=1, max_dims=4, max_side=4))
         ndim = len(shape)
         args = (draw(st.integers(-ndim, ndim - 1)), draw(st.integers(-ndim, ndim - 1))) if kind == "transpose" else ()
-    x = draw(_values(shape))
-    return {"x": x, "kind": kind, "args": args, "g": draw(_upstream(_permuted(x, kind, args).shape))}
+    x = draw(floats_arrays(shape))
+    return {"x": x, "kind": kind, "args": args, "g": draw(upstream(_permuted(x, kind, args).shape))}
 
 
 def _permuted(x, kind, args):
@@ -1013,8 +1002,8 @@ def _basic_index_case(draw):
     shape = draw(shapes(min_dims=1, max_dims=3, max_side=5))
     index = draw(hnp.basic_indices(shape, allow_newaxis=True, allow_ellipsis=True))
     spec = tuple(_encode(part) for part in (index if isinstance(index, tuple) else (index,)))
-    x = draw(_values(shape))
-    return {"x": x, "index": spec, "g": draw(_upstream(x[_decode(spec)].shape))}
+    x = draw(floats_arrays(shape))
+    return {"x": x, "index": spec, "g": draw(upstream(x[_decode(spec)].shape))}
 
 
 @st.composite
@@ -1026,8 +1015,8 @@ def _integer_index_case(draw):
         rows[1] = rows[0]                                   # make sure an index repeats
     array = np.array(rows).reshape(draw(st.sampled_from([(len(rows),), (1, len(rows))])))
     spec = tuple([("slice", None, None, None)] * axis + [("array", array.tolist())])
-    x = draw(_values(shape))
-    return {"x": x, "index": spec, "g": draw(_upstream(x[_decode(spec)].shape))}
+    x = draw(floats_arrays(shape))
+    return {"x": x, "index": spec, "g": draw(upstream(x[_decode(spec)].shape))}
 
 
 def _getitem_words(case):

@@ -16,7 +16,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from checklib import arrays, capture_error, central_difference, check, shapes
+from checklib import arrays, capture_error, central_difference, check, floats_arrays, shapes, signed_arrays
 
 GRAD_TOL = {"rtol": 1e-4, "atol": 1e-5}
 FLOAT32_GRAD_TOL = {"rtol": 1e-4, "atol": 1e-4}
@@ -153,16 +153,8 @@ def _expected_graph(case):
             "under no_grad, requires_grad": False, "under no_grad, grad_fn set": False}
 
 
-def _values(shape, low=-3.0, high=3.0, dtype=np.float64):
-    """Arrays in [low, high], every element drawn on its own."""
-    return hnp.arrays(dtype, shape, fill=st.nothing(), elements=st.floats(
-        low, high, allow_nan=False, allow_infinity=False, width=8 * np.dtype(dtype).itemsize))
 
 
-def _signed(shape, low, high, dtype=np.float64):
-    """Arrays of magnitude in [low, high], either sign."""
-    return st.tuples(_values(shape, low, high, dtype), hnp.arrays(np.bool_, shape, fill=st.nothing())).map(
-        lambda pair: np.where(pair[1], pair[0], -pair[0]).astype(dtype))
 
 
 def _large(shape):
@@ -189,7 +181,7 @@ def _inputs(fn, values, *, min_dims=0, max_dims=4, max_side=5, approximate=None,
         parts = {"fn": st.just(fn), "x": values(shape),
                  "params": params if params is not None else _params(fn, len(shape), approximate)}
         if upstream:
-            parts["w"] = _signed(shape, 0.25, 2.0)
+            parts["w"] = signed_arrays(shape, 0.25, 2.0)
         return st.fixed_dictionaries(parts)
     return shapes(min_dims=min_dims, max_dims=max_dims, max_side=max_side).flatmap(build)
 
@@ -229,11 +221,11 @@ def _float32(shape):
 
 
 def _away_from_zero(shape):
-    return _signed(shape, 0.05, 3.0)
+    return signed_arrays(shape, 0.05, 3.0)
 
 
 def _graph_inputs(fn):
-    return _inputs(fn, lambda shape: _values(shape, dtype=np.float32), min_dims=1, max_dims=2)
+    return _inputs(fn, lambda shape: floats_arrays(shape, dtype=np.float32), min_dims=1, max_dims=2)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -292,7 +284,7 @@ def sigmoid_forward_values(tt, case):
 
 
 @check(task="03.2", points=2, **GRAD_TOL, describe=_gradient_words,
-       inputs=_inputs("sigmoid", lambda shape: _values(shape, -6, 6), max_dims=3, max_side=4, upstream=True))
+       inputs=_inputs("sigmoid", lambda shape: floats_arrays(shape, -6, 6), max_dims=3, max_side=4, upstream=True))
 def sigmoid_gradient(tt, case):
     return _gradient(tt, case)
 
@@ -323,7 +315,7 @@ def tanh_forward_values(tt, case):
 
 
 @check(task="03.3", points=2, **GRAD_TOL, describe=_gradient_words,
-       inputs=_inputs("tanh", lambda shape: _values(shape, -4, 4), max_dims=3, max_side=4, upstream=True))
+       inputs=_inputs("tanh", lambda shape: floats_arrays(shape, -4, 4), max_dims=3, max_side=4, upstream=True))
 def tanh_gradient(tt, case):
     return _gradient(tt, case)
 
@@ -352,7 +344,7 @@ def gelu_forward_values(tt, case):
 
 
 @check(task="03.4", points=2, **GRAD_TOL, describe=_gradient_words,
-       inputs=_inputs("gelu", _values, max_dims=3, max_side=4, upstream=True, params=_gelu_default_or_none))
+       inputs=_inputs("gelu", floats_arrays, max_dims=3, max_side=4, upstream=True, params=_gelu_default_or_none))
 def gelu_gradient(tt, case):
     return _gradient(tt, case)
 
@@ -379,7 +371,7 @@ def gelu_tanh_forward_values(tt, case):
 
 
 @check(task="03.5", points=2, **GRAD_TOL, describe=_gradient_words,
-       inputs=_inputs("gelu", _values, max_dims=3, max_side=4, approximate="tanh", upstream=True))
+       inputs=_inputs("gelu", floats_arrays, max_dims=3, max_side=4, approximate="tanh", upstream=True))
 def gelu_tanh_gradient(tt, case):
     return _gradient(tt, case)
 
@@ -465,7 +457,7 @@ def softmax_composed_forward_values_on_any_dim(tt, case):
 
 
 @check(task="03.7", points=2, **GRAD_TOL, describe=_gradient_words,
-       inputs=_inputs("_softmax_composed", _values, min_dims=1, max_dims=3, max_side=4, upstream=True))
+       inputs=_inputs("_softmax_composed", floats_arrays, min_dims=1, max_dims=3, max_side=4, upstream=True))
 def softmax_composed_gradient_through_autograd(tt, case):
     return _gradient(tt, case)
 
@@ -481,7 +473,7 @@ def softmax_composed_is_stable_for_inputs_of_magnitude_1e4(tt, case):
 
 
 @check(task="03.8", points=3, **GRAD_TOL, describe=_gradient_words,
-       inputs=_inputs("softmax", _values, min_dims=1, max_dims=3, max_side=4, upstream=True))
+       inputs=_inputs("softmax", floats_arrays, min_dims=1, max_dims=3, max_side=4, upstream=True))
 def softmax_gradient_on_any_dim(tt, case):
     return _gradient(tt, case)
 
@@ -493,7 +485,7 @@ def softmax_gradient_is_finite_for_inputs_of_magnitude_1e4(tt, case):
 
 
 @check(task="03.8", points=2, **GRAD_TOL,
-       inputs=_inputs("softmax", _values, min_dims=1, max_dims=3, max_side=4, upstream=True).map(
+       inputs=_inputs("softmax", floats_arrays, min_dims=1, max_dims=3, max_side=4, upstream=True).map(
            lambda case: {**case, "function": "_Softmax"}),
        describe=lambda case: f"_Softmax.backward(ctx, w) called directly after _Softmax.forward(ctx, x, "
                              f"dim={case['params']['dim']}) on numpy arrays, {_x_words(case)}")
@@ -530,7 +522,7 @@ def log_softmax_is_stable_for_inputs_of_magnitude_1e4(tt, case):
 
 
 @check(task="03.9", points=1, rtol=1e-10, atol=1e-12,
-       inputs=_inputs("log_softmax", _values, min_dims=1, max_dims=3),
+       inputs=_inputs("log_softmax", floats_arrays, min_dims=1, max_dims=3),
        describe=lambda case: f"[log_softmax(x, dim={case['params']['dim']}), np.log(softmax(x, "
                              f"dim={case['params']['dim']}))] for {_x_words(case)} with values in [-3, 3]")
 def log_softmax_equals_log_of_softmax_in_float64(tt, case):
@@ -555,7 +547,7 @@ def log_softmax_records_a_graph_except_under_no_grad(tt, case):
 
 
 @check(task="03.10", points=3, **GRAD_TOL, describe=_gradient_words,
-       inputs=_inputs("log_softmax", _values, min_dims=1, max_dims=3, max_side=4, upstream=True))
+       inputs=_inputs("log_softmax", floats_arrays, min_dims=1, max_dims=3, max_side=4, upstream=True))
 def log_softmax_gradient_on_any_dim(tt, case):
     return _gradient(tt, case)
 
@@ -567,7 +559,7 @@ def log_softmax_gradient_is_finite_for_inputs_of_magnitude_1e4(tt, case):
 
 
 @check(task="03.10", points=1, **GRAD_TOL,
-       inputs=_inputs("log_softmax", _values, min_dims=1, max_dims=3, max_side=4, upstream=True).map(
+       inputs=_inputs("log_softmax", floats_arrays, min_dims=1, max_dims=3, max_side=4, upstream=True).map(
            lambda case: {**case, "function": "_LogSoftmax"}),
        describe=lambda case: f"_LogSoftmax.backward(ctx, w) called directly after _LogSoftmax.forward(ctx, x, "
                              f"dim={case['params']['dim']}) on numpy arrays, {_x_words(case)}")

@@ -11,23 +11,14 @@ import math
 
 import numpy as np
 from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
-from checklib import CheckFailed, capture_error, central_difference, check, shapes
+from checklib import CheckFailed, capture_error, central_difference, check, floats_arrays, shapes, upstream
 
 GRAD_TOL = {"rtol": 1e-4, "atol": 1e-5}
 
 
-def _values(shape, low=-3.0, high=3.0, dtype=np.float64):
-    """Arrays in [low, high], every element drawn on its own."""
-    return hnp.arrays(dtype, shape, fill=st.nothing(), elements=st.floats(
-        low, high, allow_nan=False, allow_infinity=False, width=8 * np.dtype(dtype).itemsize))
 
 
-def _upstream(shape):
-    """An upstream gradient: magnitudes in [0.25, 2], either sign, never zero."""
-    return st.tuples(_values(shape, 0.25, 2.0), hnp.arrays(np.bool_, shape, fill=st.nothing())).map(
-        lambda pair: np.where(pair[1], pair[0], -pair[0]))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -160,7 +151,7 @@ def _nested_module_names(case):
 
 @check(task="04.1", points=2, dtype=True,
        inputs=shapes(max_dims=3).flatmap(lambda shape: st.fixed_dictionaries({
-           "x": _values(shape), "requires_grad": st.booleans()})),
+           "x": floats_arrays(shape), "requires_grad": st.booleans()})),
        describe=lambda case: f"Parameter(x) for float64 x of shape {case['x'].shape}, Parameter(Tensor(x)), "
                              f"Parameter(x.tolist(), requires_grad={case['requires_grad']})")
 def parameter_is_a_float32_leaf_tensor_that_requires_grad(tt, case):
@@ -482,8 +473,8 @@ def _round_trip_case(draw):
     sizes = [1] if case["own"] else []
     for width in case["widths"]:
         sizes += [width, width]
-    case["values"] = [draw(_values((size,), dtype=np.float32)) for size in sizes]
-    case["x"] = draw(_values((case["widths"][0],), dtype=np.float32))
+    case["values"] = [draw(floats_arrays((size,), dtype=np.float32)) for size in sizes]
+    case["x"] = draw(floats_arrays((case["widths"][0],), dtype=np.float32))
     case["as_tensors"] = draw(st.booleans())
     return case
 
@@ -659,7 +650,7 @@ def _(case):
 def _linear_round_trip_case(draw):
     sizes = draw(st.lists(st.integers(1, 6), min_size=2, max_size=4))
     return {"sizes": sizes, "seeds": draw(st.lists(st.integers(0, 2**31), min_size=2, max_size=2, unique=True)),
-            "x": draw(_values((3, sizes[0]), dtype=np.float32))}
+            "x": draw(floats_arrays((3, sizes[0]), dtype=np.float32))}
 
 
 @check(task="04.5", points=2, inputs=_linear_round_trip_case(), examples=10,
@@ -856,11 +847,11 @@ def _(case):
 def _linear_case(draw, dtype=np.float32, gradient=False):
     fan_in, fan_out = draw(st.integers(1, 5)), draw(st.integers(1, 5))
     leading = draw(shapes(min_dims=0, max_dims=2, max_side=4))
-    case = {"x": draw(_values(leading + (fan_in,), dtype=dtype)),
-            "w": draw(_values((fan_out, fan_in), -1.0, 1.0, dtype=dtype)),
-            "b": draw(_values((fan_out,), -1.0, 1.0, dtype=dtype)), "bias": draw(st.booleans())}
+    case = {"x": draw(floats_arrays(leading + (fan_in,), dtype=dtype)),
+            "w": draw(floats_arrays((fan_out, fan_in), -1.0, 1.0, dtype=dtype)),
+            "b": draw(floats_arrays((fan_out,), -1.0, 1.0, dtype=dtype)), "bias": draw(st.booleans())}
     if gradient:
-        case["g"] = draw(_upstream(leading + (fan_out,)))
+        case["g"] = draw(upstream(leading + (fan_out,)))
     return case
 
 
@@ -952,10 +943,10 @@ def _(case, output):
 def _chain_case(draw):
     sizes = draw(st.lists(st.integers(1, 5), min_size=2, max_size=3))
     batch = draw(st.integers(1, 4))
-    weights = [draw(_values((b, a), -1.0, 1.0, dtype=np.float32)) for a, b in zip(sizes[:-1], sizes[1:])]
-    biases = [draw(_values((b,), -1.0, 1.0, dtype=np.float32)) for b in sizes[1:]]
+    weights = [draw(floats_arrays((b, a), -1.0, 1.0, dtype=np.float32)) for a, b in zip(sizes[:-1], sizes[1:])]
+    biases = [draw(floats_arrays((b,), -1.0, 1.0, dtype=np.float32)) for b in sizes[1:]]
     return {"sizes": sizes, "weights": weights, "biases": biases,
-            "x": draw(_values((batch, sizes[0]), dtype=np.float32))}
+            "x": draw(floats_arrays((batch, sizes[0]), dtype=np.float32))}
 
 
 @check(task="04.9", points=2, inputs=_chain_case(), rtol=1e-5, atol=1e-5,
@@ -1117,7 +1108,7 @@ def _dropout_upstream(seed, size):
 
 @check(task="04.11", points=1, dtype=True,
        inputs=shapes(max_dims=3).flatmap(lambda shape: st.fixed_dictionaries({
-           "x": _values(shape, dtype=np.float32), "p": st.sampled_from([0.0, 0.2, 0.5, 0.9, 1.0])})),
+           "x": floats_arrays(shape, dtype=np.float32), "p": st.sampled_from([0.0, 0.2, 0.5, 0.9, 1.0])})),
        describe=lambda case: f"Dropout(p={case['p']}).eval() on x of shape {case['x'].shape}: the output")
 def dropout_in_eval_mode_is_the_identity(tt, case):
     drop = tt.nn.Dropout(p=case["p"])
@@ -1193,7 +1184,7 @@ def _(case, output):
 
 @check(task="04.11", points=1, rtol=0, atol=0,
        inputs=shapes(min_dims=1, max_dims=3).flatmap(lambda shape: st.fixed_dictionaries({
-           "x": _values(shape, dtype=np.float32)})),
+           "x": floats_arrays(shape, dtype=np.float32)})),
        describe=lambda case: f"Dropout(p=0) and Dropout(p=1) in training mode on x of shape {case['x'].shape}: "
                              f"[p=0 output, p=1 output, x.grad after p=1's output.sum().backward()]")
 def dropout_p0_keeps_everything_and_p1_drops_everything(tt, case):
@@ -1265,10 +1256,10 @@ def _flatten_case(draw, gradient=False):
     end = draw(st.integers(start, ndim - 1))
     start = draw(st.sampled_from([start, start - ndim]))
     end = draw(st.sampled_from([end, end - ndim]))
-    case = {"x": draw(_values(shape)), "start": start, "end": end}
+    case = {"x": draw(floats_arrays(shape)), "start": start, "end": end}
     if gradient:
         merged = shape[:start % ndim] + (int(np.prod(shape[start % ndim:end % ndim + 1])),) + shape[end % ndim + 1:]
-        case["g"] = draw(_upstream(merged))
+        case["g"] = draw(upstream(merged))
     return case
 
 
@@ -1359,12 +1350,12 @@ def _activation_numpy(name, x, dim):
 @st.composite
 def _activation_case(draw, gradient=False):
     shape = draw(shapes(min_dims=1, max_dims=3, max_side=4))
-    x = draw(_values(shape, -4.0, 4.0))
+    x = draw(floats_arrays(shape, -4.0, 4.0))
     if gradient:                       # keep relu's kink out of reach of the finite differences
         x = np.where(np.abs(x) < 1e-3, 0.5, x)
     case = {"x": x, "dim": draw(st.integers(-len(shape), len(shape) - 1))}
     if gradient:
-        case["g"] = draw(_upstream(shape))
+        case["g"] = draw(upstream(shape))
     return case
 
 

@@ -12,9 +12,8 @@ import warnings
 
 import numpy as np
 from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
-from checklib import CheckFailed, capture_error, central_difference, check, shapes
+from checklib import CheckFailed, capture_error, central_difference, check, floats_arrays, shapes, upstream
 
 GRAD_TOL = {"rtol": 1e-4, "atol": 1e-5}
 REDUCTIONS = ("mean", "sum", "none")
@@ -27,26 +26,18 @@ MODULES = {"mse_loss": "MSELoss", "nll_loss": "NLLLoss", "cross_entropy": "Cross
 # Strategies (trusted side)
 
 
-def _values(shape, low=-3.0, high=3.0, dtype=np.float64):
-    """Arrays in [low, high] with every element drawn on its own (no common fill value)."""
-    return hnp.arrays(dtype, shape, fill=st.nothing(), elements=st.floats(
-        low, high, allow_nan=False, allow_infinity=False, width=8 * np.dtype(dtype).itemsize))
 
 
-def _upstream(shape):
-    """An upstream gradient g for backward(g): magnitudes in [0.25, 2], either sign, never zero."""
-    return st.tuples(_values(shape, 0.25, 2.0), hnp.arrays(np.bool_, shape, fill=st.nothing())).map(
-        lambda pair: np.where(pair[1], pair[0], -pair[0]))
 
 
 def _upstreams(none_shape):
     """One upstream gradient per reduction: scalars for 'mean' and 'sum', none_shape for 'none'."""
-    return st.fixed_dictionaries({"mean": _upstream(()), "sum": _upstream(()), "none": _upstream(none_shape)})
+    return st.fixed_dictionaries({"mean": upstream(()), "sum": upstream(()), "none": upstream(none_shape)})
 
 
 def _elementwise_case(name, x_low, x_high, y_low, y_high, max_dims=3):
     return shapes(min_dims=0, max_dims=max_dims, max_side=4).flatmap(lambda shape: st.fixed_dictionaries({
-        "name": st.just(name), "x": _values(shape, x_low, x_high), "y": _values(shape, y_low, y_high),
+        "name": st.just(name), "x": floats_arrays(shape, x_low, x_high), "y": floats_arrays(shape, y_low, y_high),
         "g": _upstreams(shape)}))
 
 
@@ -59,7 +50,7 @@ def _class_case(draw, name, low=-5.0, high=5.0, smoothing=False, batched=True):
                                                                   max_size=rows)), dtype=np.int64)
     else:
         x_shape, t = (num_classes,), np.array(draw(st.integers(0, num_classes - 1)), dtype=np.int64)
-    case = {"name": name, "x": draw(_values(x_shape, low, high)), "t": t, "g": draw(_upstreams(t.shape))}
+    case = {"name": name, "x": draw(floats_arrays(x_shape, low, high)), "t": t, "g": draw(_upstreams(t.shape))}
     if smoothing:
         case["label_smoothing"] = draw(st.sampled_from([0.05, 0.1, 0.25, 0.5, 0.9, 1.0]))
     return case
@@ -71,11 +62,11 @@ def _bce_case():
 
 def _logits_case(low=-6.0, high=6.0, pos_weight=False):
     def build(shape):
-        parts = {"name": st.just("binary_cross_entropy_with_logits"), "x": _values(shape, low, high),
-                 "y": _values(shape, 0.0, 1.0), "g": _upstreams(shape)}
+        parts = {"name": st.just("binary_cross_entropy_with_logits"), "x": floats_arrays(shape, low, high),
+                 "y": floats_arrays(shape, 0.0, 1.0), "g": _upstreams(shape)}
         if pos_weight:
             weight_shapes = [()] + ([shape[-1:]] if shape else [])
-            parts["pos_weight"] = st.sampled_from(weight_shapes).flatmap(lambda s: _values(s, 0.2, 5.0))
+            parts["pos_weight"] = st.sampled_from(weight_shapes).flatmap(lambda s: floats_arrays(s, 0.2, 5.0))
         return st.fixed_dictionaries(parts)
     return shapes(min_dims=0 if not pos_weight else 1, max_dims=3, max_side=4).flatmap(build)
 
@@ -213,7 +204,7 @@ def _gradients_words(case):
 # 05.1 reduction
 
 
-@check(task="05.1", points=1, inputs=shapes(min_dims=1, max_dims=3).flatmap(lambda shape: _values(shape)).map(
+@check(task="05.1", points=1, inputs=shapes(min_dims=1, max_dims=3).flatmap(lambda shape: floats_arrays(shape)).map(
            lambda losses: {"losses": losses}),
        describe=lambda case: f"_reduce(losses of shape {case['losses'].shape}, reduction) for 'mean', 'sum', 'none'")
 def reduce_applies_mean_sum_and_none(tt, case):
@@ -326,7 +317,7 @@ def _out_of_range_case(draw):
     t = draw(st.lists(st.integers(0, num_classes - 1), min_size=rows, max_size=rows))
     bad = draw(st.sampled_from([num_classes, num_classes + 1, num_classes + 7, -1, -3]))
     t[draw(st.integers(0, rows - 1))] = bad
-    return {"x": draw(_values((rows, num_classes))), "t": np.array(t, dtype=np.int64), "bad": bad}
+    return {"x": draw(floats_arrays((rows, num_classes))), "t": np.array(t, dtype=np.int64), "bad": bad}
 
 
 @check(task="05.3", points=2, inputs=_out_of_range_case(),
