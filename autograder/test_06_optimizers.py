@@ -358,6 +358,18 @@ def _(case):
 # 06.4 load_state_dict
 
 
+def _resume(tt, params, optimizer, copies, resumed, later_grads):
+    """Load optimizer's state into `resumed` (over `copies` of `params`), continue both with the same
+    gradients: [resumed lr, the resumed parameters, the original's parameters]."""
+    resumed.load_state_dict(optimizer.state_dict())
+    for grads in later_grads:
+        _set_grads(tt, params, grads)
+        optimizer.step()
+        _set_grads(tt, copies, grads)
+        resumed.step()
+    return [resumed.param_groups[0]["lr"], [p.numpy() for p in copies], [p.numpy() for p in params]]
+
+
 @check(task="06.4", points=2, **SGD_TOL, examples=15, inputs=_sgd_case(min_steps=4),
        describe=lambda case: f"SGD({_hyper_words(case, _SGD_NAMES)}), {_run_words(case)}, interrupted after 2 "
                              f"steps: state_dict() loaded into a fresh SGD(lr=9.0) over copies of the "
@@ -368,13 +380,7 @@ def sgd_resumes_identically_after_load_state_dict(tt, case):
     copies = _leaves(tt, [p.numpy() for p in params])
     resumed = tt.optim.SGD(copies, lr=9.0, momentum=case["momentum"], dampening=case["dampening"],
                            weight_decay=case["weight_decay"], nesterov=case["nesterov"])
-    resumed.load_state_dict(optimizer.state_dict())
-    for grads in case["grads"][2:]:
-        _set_grads(tt, params, grads)
-        optimizer.step()
-        _set_grads(tt, copies, grads)
-        resumed.step()
-    return [resumed.param_groups[0]["lr"], [p.numpy() for p in copies], [p.numpy() for p in params]]
+    return _resume(tt, params, optimizer, copies, resumed, case["grads"][2:])
 
 
 @sgd_resumes_identically_after_load_state_dict.expected
@@ -394,13 +400,7 @@ def adam_resumes_identically_after_load_state_dict(tt, case):
     params, optimizer = _train(tt, case["kind"], {**case, "grads": case["grads"][:2]})
     copies = _leaves(tt, [p.numpy() for p in params])
     resumed = _make_optimizer(tt, case["kind"], copies, {**case, "lr": 9.0})
-    resumed.load_state_dict(optimizer.state_dict())
-    for grads in case["grads"][2:]:
-        _set_grads(tt, params, grads)
-        optimizer.step()
-        _set_grads(tt, copies, grads)
-        resumed.step()
-    return [resumed.param_groups[0]["lr"], [p.numpy() for p in copies], [p.numpy() for p in params]]
+    return _resume(tt, params, optimizer, copies, resumed, case["grads"][2:])
 
 
 @adam_resumes_identically_after_load_state_dict.expected
