@@ -130,7 +130,7 @@ def test_json_output_is_exactly_one_object_even_when_student_code_prints(course)
     edit_cell(notebook, index, lambda text: text + "\n" + noise)
     run = tito(course, "test", FIRST, "--json")
     result = json.loads(run.stdout)
-    assert set(result) == {"stage", "score", "max_score", "tests"}
+    assert set(result) == {"stage", "score", "max_score", "seed", "notes", "tests"}
     assert result["stage"] == FIRST
     for test in result["tests"]:
         assert {"id", "points", "max_points", "passed", "message"} <= set(test)

@@ -167,7 +167,7 @@ def test_the_csv_is_the_graders_and_the_run_names_its_protection(graded_class):
     rows = list(csv.DictReader(open(out / "grades.csv", encoding="utf-8")))
     assert len(rows) == 13 and {row["mode"] for row in rows} == {"cumulative"}
     assert "protection:" in run.stderr
-    assert json.loads((out / "results.json").read_text())["protection"] in ("namespaces+uid", "namespaces", "limits")
+    assert json.loads((out / "results.json").read_text())["protection"] == "bwrap"
 
 
 def test_feedback_explains_lost_points_without_expected_values_or_test_code(graded_class):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tito.errors import TitoError
-from tito.commands.export import public_names
+from tito.package import public_names
 from tito.source import directives, strip_markers, stub_out
 
 SOURCE = '''def add(a, b):
@@ -56,7 +56,7 @@ def test_public_names_follow_all_and_skip_what_a_broken_cell_lost():
 
 def test_the_committed_package_init_is_the_one_export_writes():
     from conftest import REPO
-    from tito.commands.export import PACKAGE_INIT
+    from tito.package import PACKAGE_INIT
 
     assert (REPO / "src" / "tinytorch" / "__init__.py").read_text() == PACKAGE_INIT
 
@@ -65,7 +65,7 @@ def test_names_go_to_the_namespace_their_cell_was_exported_to(tmp_path):
     import subprocess
     import sys
 
-    from tito.commands.export import namespaces, write_package
+    from tito.package import namespaces, write_package
 
     code = ("#| export\nimport math\ndef top(): return 1\n"
             "#| export nn.functional\ndef relu(x): return max(x, 0)\nclass _Relu: pass\n"

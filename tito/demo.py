@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from tito import console
-from tito.commands.milestone import MILESTONES
+from tito.milestones import MILESTONES
 from tito.main import main as tito
 from tito.project import find_root, stages
 

@@ -27,7 +27,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from tito import sandbox
+from tito import engine, grading, package, sandbox
 from tito.nbgrader_judge import SOCKET_VARIABLE
 from tito.project import find_root, stage as find_stage
 
@@ -37,18 +37,17 @@ PR_SET_PDEATHSIG = 1
 class Judge:
     """Grades a submitted notebook once per file version and answers per task."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, course: Path | None) -> None:
         self.root = root
-        self.seed = secrets.randbelow(2**31)
+        self.course = course
         self.plans: dict = {}
         self.results: dict = {}
         self.lock = threading.Lock()
-        self.level = sandbox.protection()
+        self.isolation = "bwrap" if sandbox.bwrap_available() else "none"
+        self.scratch = Path(tempfile.mkdtemp(prefix="tito-judge-"))
+        self.scratch.chmod(0o755)
 
     def answer(self, request: dict) -> dict:
-        from tito.commands.grade import grade_submission
-        from tito.judge import make_plan
-
         stage = find_stage(self.root, str(request["stage"]))
         task = str(request["task"])
         folder = Path(str(request["cwd"]))
@@ -62,17 +61,16 @@ class Judge:
             key = (str(notebook), hash(data))
             if key not in self.results:
                 if stage.name not in self.plans:
-                    self.plans[stage.name] = make_plan(stage, self.seed)
-                hidden = sandbox.private_paths(self.root) + [course]
+                    course_key, _ = grading.course_key(course, self.scratch, None)
+                    self.plans[stage.name] = engine.make_plan(stage, seed=engine.stage_seed(course_key, stage),
+                                                              jobs=self.scratch)
                 slots: queue.Queue = queue.Queue()
                 slots.put(0)
-                with tempfile.TemporaryDirectory(prefix="tito-judge-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as base:
-                    self.results[key] = grade_submission(
-                        self.root, self.plans[stage.name], student, {stage.name: data}, "isolated", Path(base),
-                        hidden, sandbox.Limits(), self.level, slots)
+                grader = grading.Grader(self.root, self.isolation, sandbox.Limits(), self.scratch, slots)
+                self.results[key] = grader.grade(self.plans[stage.name], student, {stage.name: data}, "isolated", [])
             grade = self.results[key]
         tests = [t for t in grade.tests if t.task == task]
-        messages = [f"lost {t.max_points:g} points: {t.message}" for t in tests if not t.passed]
+        messages = [f"lost {t.max_points:g} points: {t.public}" for t in tests if not t.passed]
         messages = grade.notes + messages if messages else messages
         return {"score": sum(t.points for t in tests), "max": sum(t.max_points for t in tests),
                 "messages": messages or [f"task {task}: every check passed"]}
@@ -93,20 +91,37 @@ def _serve(judge: Judge, path: str) -> socketserver.UnixStreamServer:
     return server
 
 
+def _private_paths(root: Path) -> list[Path]:
+    """The checkout's folders that student code must not see (tito stays: the graded cells import it)."""
+    names = ["autograder", "solutions", "build", "modules", "src", "tests", ".git", ".tito"]
+    return [root / name for name in names]
+
+
+def _hiding_lines(hidden: list[Path], blank_file: str) -> list[str]:
+    """Shell lines covering each folder with an empty read-only tmpfs and each file with `blank_file`."""
+    lines = []
+    for path in hidden:
+        if path.is_dir():
+            lines.append(f"mount -t tmpfs -o size=4k,mode=000,ro tmpfs {shlex.quote(str(path))}")
+        elif path.exists():
+            lines.append(f"mount --bind {shlex.quote(blank_file)} {shlex.quote(str(path))}")
+    return lines
+
+
 def _kernel_command(connection_file: str, course: Path | None, level: str, root: Path, blank: Path) -> list[str]:
     kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", connection_file]
     if level == "limits":
         return kernel
     q = shlex.quote
-    hidden = sandbox.private_paths(root, tito_visible=True)  # the graded cells import tito.nbgrader_judge
+    hidden = _private_paths(root)  # the graded cells import tito.nbgrader_judge
     if course is not None:
         hidden += [course / name for name in ("source", "release", "submitted", "feedback", "exchange")]
-        hidden += [course / "gradebook.db"]
+        hidden += [course / "gradebook.db", course / ".tito-course-key"]
     lines = ["set -e"]
-    for path in sorted({*sandbox.needed_paths(), root, *(c for c in [course] if c)}):  # read-only first
+    for path in sorted({*sandbox.interpreter_paths(), root, *(c for c in [course] if c)}):  # read-only first
         lines.append(f"mount --bind {q(str(path))} {q(str(path))}")
         lines.append(f"mount -o remount,bind,ro {q(str(path))}")
-    lines += sandbox.hiding_lines(hidden, str(blank))  # then covered
+    lines += _hiding_lines(hidden, str(blank))  # then covered
     drop = ["setpriv", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all"]
     lines.append("exec " + " ".join(q(part) for part in [*drop, *kernel]))
     user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
@@ -115,7 +130,6 @@ def _kernel_command(connection_file: str, course: Path | None, level: str, root:
 
 def _reference_before(root: Path, assignment: str) -> Path | None:
     """A reference build of the stages before `assignment`, for the kernel to import; None for the first."""
-    from tito.commands.export import stage_module, write_package
     from tito.project import stages
     from tito.source import read_source
 
@@ -124,11 +138,11 @@ def _reference_before(root: Path, assignment: str) -> Path | None:
         return None
     files = {}
     for stage in earlier:
-        _, path, code = stage_module(stage, read_source(stage), stage.relative(stage.source), reference=True)
+        _, path, code = package.stage_module(stage, read_source(stage), stage.relative(stage.source), reference=True)
         files[path] = code
     folder = Path(tempfile.mkdtemp(prefix="tito-earlier-"))
     os.chmod(folder, 0o755)
-    write_package(folder, files)
+    package.write_package(folder, files)
     return folder
 
 
@@ -142,8 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     root = find_root()
     folder = Path.cwd()
     course = folder.parents[2] if len(folder.parents) > 2 and (folder.parents[2] / "nbgrader_config.py").exists() else None
-    judge = Judge(root)
-    if judge.level == "limits":
+    judge = Judge(root, course)
+    level = "namespaces" if sys.platform == "linux" and shutil.which("unshare") else "limits"
+    if level == "limits":
         print("tinytorch kernel: this system offers no namespaces, so student code can read the course's "
               "files during autograde", file=sys.stderr)
     socket_dir = tempfile.mkdtemp(prefix="tito-judge-socket-")
@@ -164,13 +179,13 @@ def main(argv: list[str] | None = None) -> int:
 
     blank = Path(socket_dir) / "blank"
     blank.touch(mode=0o000)
-    process = subprocess.Popen(_kernel_command(connection_file, course, judge.level, root, blank), env=env,
+    process = subprocess.Popen(_kernel_command(connection_file, course, level, root, blank), env=env,
                                preexec_fn=limit)
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda number, frame: process.send_signal(number))
     code = process.wait()
     server.shutdown()
-    for scratch in (socket_dir, earlier):
+    for scratch in (socket_dir, earlier, judge.scratch):
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
     return code

@@ -1,10 +1,12 @@
-"""The `tito` command line: `main(argv) -> exit status`, one subcommand per module in tito/commands."""
+"""The `tito` command line: `main(argv) -> exit status`. Each subcommand is a typed function in its own
+module of tito/commands, imported only here and only when it runs."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from tito import console
 from tito.errors import TitoError
@@ -45,10 +47,11 @@ def parser() -> argparse.ArgumentParser:
     test.add_argument("--reference", action="store_true", help="grade the reference solutions instead")
     test.add_argument("--json", action="store_true", help="print one JSON object with the results")
     test.add_argument("--timeout", type=_seconds, default=600.0, help="seconds before the run is stopped")
+    test.add_argument("--seed", type=int, help="draw the cases `tito grade --seed S` draws (default: the feedback cases)")
 
     commands.add_parser("status", help="one row per stage: notebook, tasks done, last score")
 
-    from tito.commands.milestone import MILESTONES
+    from tito.milestones import MILESTONES
     milestone = commands.add_parser("milestone", help="train a milestone model on real data with your package")
     milestone.add_argument("name", metavar="NAME", choices=sorted(MILESTONES),
                            help=f"which milestone: {', '.join(sorted(MILESTONES))}")
@@ -73,18 +76,44 @@ def parser() -> argparse.ArgumentParser:
     grade.add_argument("--timeout", type=_seconds, default=300.0, help="seconds one submission may run per stage")
     grade.add_argument("--memory-mb", type=_count, default=4096, help="address-space limit of one submission")
     grade.add_argument("--examples", type=_count, help="cases per check (default: each check's own)")
-    grade.add_argument("--seed", type=int, help="seed for the drawn cases (default: random, and reported)")
+    grade.add_argument("--seed", type=int, help="course key for the drawn cases (default: the course's own, kept "
+                                                "in the course or output folder; always recorded)")
+    grade.add_argument("--student", action="append", metavar="NAME", help="grade only this student (repeat)")
+    grade.add_argument("--unsafe-no-sandbox", action="store_true",
+                       help="grade without bubblewrap: student code runs with your rights (never on real work)")
     return top
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    from tito.commands import build, course, export, grade, milestone, status, test
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "build":
+        from tito.commands.build import build
+        return build(args.stages, check=args.check, force=args.force)
+    if args.command == "export":
+        from tito.commands.export import export
+        return export(args.stage, reference=args.reference)
+    if args.command == "test":
+        from tito.commands.test import test
+        return test(args.stage, reference=args.reference, as_json=args.json, seed=args.seed, timeout=args.timeout)
+    if args.command == "status":
+        from tito.commands.status import status
+        return status()
+    if args.command == "milestone":
+        from tito.commands.milestone import milestone
+        return milestone(args.name, reference=args.reference, epochs=args.epochs, seed=args.seed)
+    if args.command == "course":
+        from tito.commands.course import init
+        return init(Path(args.directory))
+    from tito.commands.grade import grade
+    return grade(Path(args.submissions), stages=args.stage, isolated=args.isolated, jobs=args.jobs,
+                 out=Path(args.out) if args.out else None, timeout=args.timeout, memory_mb=args.memory_mb,
+                 examples=args.examples, seed=args.seed, students=args.student,
+                 unsafe_no_sandbox=args.unsafe_no_sandbox)
 
-    command = {"build": build, "export": export, "test": test, "status": status, "grade": grade,
-               "course": course, "milestone": milestone}[args.command]
+
+def main(argv: list[str] | None = None) -> int:
     try:
-        return command.run(args)
+        args = parser().parse_args(argv)
+        return _dispatch(args)
     except TitoError as error:
         console.error(str(error))
         return error.code

@@ -1,183 +1,230 @@
-"""Run the sandbox runner on one job folder with resource limits and, where Linux allows, namespaces.
+"""The boxes the runner (tito/shipped/runner.py) runs in, and the one function that runs it.
 
-Protection levels, strongest first (the report names the one in force):
+- "process" (`tito test`, on the student's own machine): a child process in its own session with
+  resource limits and a deadline. It keeps the student's view of the files.
+- "bwrap" (`tito grade`, the nbgrader judge): bubblewrap builds a root from an allow-list: read-only
+  binds of /usr, the interpreter and the virtual environment, the job's runner files and the package
+  under test; a fresh /proc, a minimal /dev, a private size-limited /tmp; new PID, network, IPC, UTS and
+  (for a non-root grader) user namespaces; no capabilities; a new session; killed with its parent. Under
+  root the code runs as a user id of its own per slot, so the process limit counts only its processes.
+- "none" (`tito grade --unsafe-no-sandbox`): the process box, stated in every report.
 
-- "namespaces+uid": run as root: new mount, network and PID namespaces; the paths in `hidden` are covered
-  by empty read-only tmpfs mounts, /tmp is private, /dev/shm shows only this job's folder, and the code
-  runs as an unprivileged user of its own (so it can write nowhere but its output folder, and the
-  process limit counts only its own processes).
-- "namespaces": an unprivileged user namespace: the same mounts and no network, but the code keeps the
-  grader's user id without capabilities, and the paths it could write are remounted read-only.
-- "limits": no namespaces: only the resource limits and the timeout hold; the code could read files.
+The runner reports on a pipe that the parent reads with a size cap, so nothing in the box writes to a
+file the parent later opens.
 """
 
 from __future__ import annotations
 
 import os
 import resource
-import shlex
+import select
 import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 SANDBOX_UID_BASE = 61000
+INSIDE = Path("/job")  # where the job folder appears inside the bubblewrap box
 
 
 @dataclass(frozen=True)
 class Limits:
     memory_bytes: int = 4 << 30
-    cpu_seconds: int = 300
     wall_seconds: float = 300.0
     file_bytes: int = 64 << 20
+    tmp_bytes: int = 64 << 20
     open_files: int = 256
     processes: int = 64
+    report_bytes: int = 64 << 20
 
 
 @dataclass
-class Outcome:
+class Exit:
     returncode: int | None
     timed_out: bool
-
-
-def _works(command: list[str]) -> bool:
-    try:
-        return subprocess.run(command, capture_output=True, timeout=20).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
+    report: bytes  # what the runner wrote on its report pipe, at most Limits.report_bytes
+    truncated: bool  # the report was longer than the cap
 
 
 @lru_cache(maxsize=1)
-def protection() -> str:
-    """The strongest protection this machine allows."""
-    if sys.platform != "linux" or not (shutil.which("unshare") and shutil.which("setpriv")):
-        return "limits"
-    probe = "mount -t tmpfs -o size=1k tmpfs /tmp"
-    if os.geteuid() == 0 and _works(["unshare", "--mount", "--net", "--pid", "--fork", "sh", "-c", probe]):
-        return "namespaces+uid"
-    if _works(["unshare", "--user", "--map-root-user", "--mount", "--net", "--pid", "--fork", "sh", "-c", probe]):
-        return "namespaces"
-    return "limits"
-
-
-def describe(level: str) -> str:
-    return {
-        "namespaces+uid": "Linux namespaces and a separate user id: no network, hidden suites, solutions, "
-                          "gradebook and other submissions out of sight, resource limits",
-        "namespaces": "Linux user namespaces: no network, hidden suites, solutions, gradebook and other "
-                      "submissions out of sight, resource limits (the process limit counts the grader's user)",
-        "limits": "resource limits and a timeout only: this system offers no namespaces, so student code "
-                  "could read files the grader can read and open network connections",
-    }[level]
-
-
-def _closed_ancestor(path: Path) -> Path | None:
-    """The highest folder above `path` that other users cannot traverse (e.g. /root), if any."""
-    for folder in reversed(path.parents):  # from / downwards
-        if folder != Path("/") and not os.stat(folder).st_mode & 0o001:
-            return folder
-    return None
-
-
-def private_paths(root: Path, *, tito_visible: bool = False) -> list[Path]:
-    """The checkout's folders that student code must not see: hidden suites, solutions, builds, the
-    student package, the project's tests and history (and tito itself, unless the kernel needs it)."""
-    names = ["autograder", "solutions", "build", "modules", "src", "tests", ".git", ".tito"]
-    return [root / name for name in names + ([] if tito_visible else ["tito"])]
-
-
-def hiding_lines(hidden: list[Path], blank_file: str) -> list[str]:
-    """Shell lines covering each folder with an empty read-only tmpfs and each file with `blank_file`, an
-    empty file of mode 000 (so opening it fails rather than reading nothing)."""
-    lines = []
-    for path in hidden:
-        if path.is_dir():
-            lines.append(f"mount -t tmpfs -o size=4k,mode=000,ro tmpfs {shlex.quote(str(path))}")
-        elif path.exists():
-            lines.append(f"mount --bind {shlex.quote(blank_file)} {shlex.quote(str(path))}")
-    return lines
-
-
-def needed_paths() -> list[Path]:
-    """What the runner needs to see wherever it lives: the interpreter and the virtual environment."""
-    return sorted({Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()})
-
-
-def _mount_script(job: Path, hidden: list[Path], level: str) -> str:
-    """Shell commands run as (namespace) root before the runner starts. The job folder holds an empty
-    folder .keep/N for each needed path, where that path is held while everything around it is hidden."""
-    q = shlex.quote
-    needed = needed_paths()
-    lines = ["set -e"]
-    for number, path in enumerate(needed):
-        lines.append(f"mount --bind {q(str(path))} {q(str(job / '.keep' / str(number)))}")
-    # /dev/shm shows only this job's folder (other jobs live beside it), with the held paths inside
-    lines.append(f"mount --rbind {q(str(job))} /dev/shm")
-    lines += hiding_lines(hidden, "/dev/shm/.blank")
-    lines.append("mount -t tmpfs -o size=64m,mode=1777 tmpfs /tmp")
-    if level == "namespaces+uid":
-        for closed in {c for c in map(_closed_ancestor, needed) if c is not None}:
-            lines += [f"mkdir -p {q(str(closed))}",  # it may lie under the fresh /tmp
-                      f"mount -t tmpfs -o mode=755 tmpfs {q(str(closed))}"]  # e.g. /root
-    for number, path in enumerate(needed):
-        lines += [f"mkdir -p {q(str(path))}", f"mount --bind /dev/shm/.keep/{number} {q(str(path))}"]
-    if level != "namespaces+uid":  # the grader's own user: make what it could write read-only
-        for writable in {*needed, Path.home()}:
-            if writable.is_dir():
-                lines.append(f"mount --bind -o remount,ro {q(str(writable))} {q(str(writable))} || true")
-    return "\n".join(lines)
-
-
-def _set_limits(limits: Limits, level: str) -> None:
-    os.setsid()
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if level == "namespaces+uid":
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
-
-
-def run(job: Path, runner: Path, hidden: list[Path], limits: Limits, slot: int, level: str) -> Outcome:
-    """Run `runner` on `job` (a folder with cases.json, lib/, pkg/ and a writable out/)."""
-    python = [sys.executable, "-I", "-B"]
-    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp", "OMP_NUM_THREADS": "1",
-           "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    if level == "limits":
-        command = [*python, str(runner), str(job)]
-    else:
-        uid = SANDBOX_UID_BASE + slot
-        inside = "/dev/shm"
-        if level == "namespaces+uid":
-            os.chown(job / "out", uid, uid)
-            drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs",
-                    "--inh-caps=-all", "--bounding-set=-all"]
-            unshare = ["unshare", "--mount", "--net", "--pid", "--fork", "--kill-child"]
-        else:
-            drop = ["setpriv", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all"]
-            unshare = ["unshare", "--user", "--map-root-user", "--mount", "--net", "--pid", "--fork", "--kill-child"]
-        for number in range(len(needed_paths())):
-            (job / ".keep" / str(number)).mkdir(parents=True)
-        (job / ".blank").touch(mode=0o000)
-        script = _mount_script(job, hidden, level)
-        runner_command = " ".join(shlex.quote(part) for part in [*drop, *python, f"{inside}/lib/runner.py", inside])
-        script += f"\nexec {runner_command} >/dev/null 2>&1"  # what the student's code prints goes nowhere
-        command = [*unshare, "sh", "-c", script]
-    with open(job / "setup-errors.txt", "wb") as errors:  # the mount commands' complaints, if any
-        process = subprocess.Popen(command, cwd="/", env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL if level == "limits" else errors,
-                                   preexec_fn=lambda: _set_limits(limits, level))
+def bwrap_available() -> bool:
+    """bubblewrap is installed and can build a box on this machine."""
+    if sys.platform != "linux" or shutil.which("bwrap") is None:
+        return False
     try:
-        process.wait(timeout=limits.wall_seconds)
-        return Outcome(process.returncode, False)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.wait()
-        return Outcome(process.returncode, True)
+        probe = subprocess.run(_bwrap_prefix(0, Limits()) + ["/bin/true"], capture_output=True, timeout=30,
+                               preexec_fn=_new_session)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return probe.returncode == 0
+
+
+def describe(isolation: str) -> str:
+    return {
+        "bwrap": "bubblewrap sandbox: read-only allow-listed root, no network, new PID/IPC/user namespaces, "
+                 "a user id of its own, private size-limited /tmp, resource limits",
+        "process": "a child process with resource limits and a deadline (feedback on your own machine)",
+        "none": "NO SANDBOX (--unsafe-no-sandbox): student code ran with the grader's rights and could read "
+                "and write the grader's files and use the network",
+    }[isolation]
+
+
+def interpreter_paths() -> list[Path]:
+    """The folders the runner needs to start Python and import numpy: the interpreter's installation
+    and the virtual environment (if any)."""
+    found = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(),
+             Path(sys.executable).resolve().parent.parent}
+    return sorted(path for path in found if path != Path("/usr"))
+
+
+def site_paths() -> list[str]:
+    """The site-packages folders the runner adds to sys.path (it starts with -S, so no .pth file runs)."""
+    paths = sysconfig.get_paths()
+    return list(dict.fromkeys([paths["purelib"], paths["platlib"]]))
+
+
+def _new_session() -> None:
+    os.setsid()
+
+
+def _bwrap_prefix(slot: int, limits: Limits) -> list[str]:
+    """bwrap's options up to the command; root runs the command as its own user id via setpriv."""
+    root = os.geteuid() == 0
+    command = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net",
+               "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox",
+               "--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "lib", "lib64", "sbin"):
+        if Path(f"/{name}").is_symlink():
+            command += ["--symlink", os.readlink(f"/{name}"), f"/{name}"]
+        elif Path(f"/{name}").is_dir():
+            command += ["--ro-bind", f"/{name}", f"/{name}"]
+    made: set[Path] = set()
+    for path in [*interpreter_paths(), INSIDE / "lib"]:  # folders above a bind: traversable by the box's user
+        for parent in reversed(path.parents[:-1]):
+            if parent not in made:
+                made.add(parent)
+                command += ["--perms", "0755", "--dir", str(parent)]
+    for path in interpreter_paths():
+        command += ["--ro-bind", str(path), str(path)]
+    command += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
+                "--chdir", "/tmp", "--clearenv"]
+    if root:  # a user id of its own: it owns nothing outside, and RLIMIT_NPROC counts only its processes
+        uid = SANDBOX_UID_BASE + slot
+        command += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
+                    "/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                    "--inh-caps=-all", "--no-new-privs"]
+    else:
+        command[1:1] = ["--unshare-user", "--disable-userns"]
+        command += ["--"]
+    return command
+
+
+def _user_processes() -> int:
+    uid = str(os.getuid())
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/status", encoding="ascii", errors="replace") as status:
+                    if any(line.startswith("Uid:") and line.split()[1] == uid for line in status):
+                        count += 1
+            except OSError:
+                continue
+    return count
+
+
+def _limiter(limits: Limits, isolation: str):
+    # for a non-root grader RLIMIT_NPROC counts all of its own processes: allow those running now
+    processes = limits.processes if os.geteuid() == 0 else _user_processes() + limits.processes
+    cpu = int(limits.wall_seconds) + 5
+
+    def apply() -> None:
+        os.setsid()
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if isolation == "bwrap":
+            resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+    return apply
+
+
+ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp", "PYTHONHASHSEED": "0",
+       "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def run(job: Path, package: Path, first: int, *, limits: Limits, isolation: str, slot: int = 0,
+        deadline: float | None = None) -> Exit:
+    """Run the runner of `job` (lib/ and work.json) on the `tinytorch` in `package`, from check number
+    `first`, in the box named by `isolation`; return how it ended and what it reported."""
+    python = [sys.executable, "-I", "-S", "-B"]
+    read_end, write_end = os.pipe()
+    if isolation == "bwrap":
+        setenv = [part for key, value in ENV.items() for part in ("--setenv", key, value)]
+        binds = ["--ro-bind", str(job / "lib"), f"{INSIDE}/lib", "--ro-bind", str(job / "work.json"),
+                 f"{INSIDE}/work.json", "--ro-bind", str(package), f"{INSIDE}/pkg"]
+        prefix = _bwrap_prefix(slot, limits)
+        split = prefix.index("--")
+        command = [*prefix[:split], *binds, *setenv, *prefix[split:], *python, f"{INSIDE}/lib/runner.py",
+                   str(INSIDE), f"{INSIDE}/pkg", str(first), str(write_end), *site_paths()]
+    else:
+        command = [*python, str(job / "lib" / "runner.py"), str(job), str(package), str(first), str(write_end),
+                   *site_paths()]
+    wall = limits.wall_seconds if deadline is None else max(0.5, deadline - time.monotonic())
+    try:
+        process = subprocess.Popen(command, cwd="/tmp" if isolation == "bwrap" else str(job), env=dict(ENV),
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   pass_fds=(write_end,), preexec_fn=_limiter(limits, isolation))
+    finally:
+        os.close(write_end)
+    try:
+        report, truncated, timed_out = _collect(process, read_end, time.monotonic() + wall, limits.report_bytes)
+    finally:
+        os.close(read_end)
+    return Exit(process.returncode, timed_out, report, truncated)
+
+
+def _collect(process: subprocess.Popen, fd: int, deadline: float, cap: int) -> tuple[bytes, bool, bool]:
+    """Read the report pipe until the box ends, the deadline passes or the cap is reached; the box is
+    killed in the last two cases. A process left behind holding the pipe cannot keep the parent waiting."""
+    chunks: list[bytes] = []
+    size = 0
+    timed_out = truncated = False
+    ended_at: float | None = None
+    while True:
+        now = time.monotonic()
+        if process.poll() is not None and ended_at is None:
+            ended_at = now
+        if ended_at is not None and now - ended_at > 1.0:
+            break  # the runner is gone; something it left behind still holds the pipe
+        if now >= deadline:
+            timed_out = True
+            break
+        ready, _, _ = select.select([fd], [], [], min(0.2, deadline - now))
+        if not ready:
+            continue
+        data = os.read(fd, 1 << 16)
+        if not data:
+            break
+        chunks.append(data[: cap - size])
+        size += len(data)
+        if size > cap:
+            truncated = True
+            break
+    if process.poll() is None or timed_out or truncated:
+        _kill(process)
+    process.wait()
+    return b"".join(chunks), truncated, timed_out
+
+
+def _kill(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

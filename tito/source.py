@@ -15,8 +15,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-import jupytext
-import nbformat
+from typing import Any
 
 from tito.errors import TitoError
 from tito.project import Stage
@@ -47,31 +46,76 @@ def directives(source: str) -> dict[str, str]:
     return found
 
 
-def read_source(stage: Stage) -> nbformat.NotebookNode:
+class Node(dict):
+    """A dict whose keys read as attributes, like nbformat's NotebookNode, for notebooks read with `json`
+    alone: importing nbformat costs seconds, and the student loop reads notebooks on every run."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def parse_notebook(text: str) -> Node:
+    """A notebook's cells (cell_type, source as one string, metadata) and metadata, from its JSON text.
+    Raises ValueError when the text is not a Jupyter notebook (RecursionError and MemoryError included)."""
+    try:
+        data = json.loads(text)
+    except (RecursionError, MemoryError) as error:
+        raise ValueError(f"it cannot be read ({type(error).__name__})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        raise ValueError("it has no cells")
+    cells = []
+    for cell in data["cells"]:
+        if not isinstance(cell, dict) or not isinstance(cell.get("cell_type"), str):
+            raise ValueError("a cell has no type")
+        source = cell.get("source", "")
+        if isinstance(source, list) and all(isinstance(line, str) for line in source):
+            source = "".join(source)
+        if not isinstance(source, str):
+            raise ValueError("a cell's source is not text")
+        metadata = cell.get("metadata")
+        cells.append(Node(cell_type=cell["cell_type"], source=source,
+                          metadata=metadata if isinstance(metadata, dict) else {}))
+    metadata = data.get("metadata")
+    return Node(cells=cells, metadata=metadata if isinstance(metadata, dict) else {})
+
+
+def source_tasks(stage: Stage) -> list[Task]:
+    """The tasks of a stage's source, in order of first appearance (read without jupytext)."""
+    seen: dict[str, Task] = {}
+    for line in stage.source.read_text(encoding="utf-8").splitlines():
+        match = BEGIN_SOLUTION.match(line)
+        if match and match["task"] not in seen:
+            seen[match["task"]] = Task(match["task"], match["name"])
+    return list(seen.values())
+
+
+def read_source(stage: Stage) -> Any:
+    import jupytext
+
     try:
         return jupytext.read(stage.source, fmt="py:percent")
     except Exception as error:
         raise TitoError(f"{stage.relative(stage.source)} could not be read as a jupytext percent file: {error}")
 
 
-def read_notebook(stage: Stage) -> nbformat.NotebookNode:
+def read_notebook(stage: Stage) -> Node:
     """The student's notebook, or a TitoError naming it when it is missing or not a notebook."""
     path = stage.notebook
     where = stage.relative(path)
     if not path.is_file():
         raise TitoError(f"{where} is missing: run `tito build` to generate it")
     try:
-        notebook = nbformat.read(path, as_version=4)
-    except Exception as error:
+        return parse_notebook(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as error:
         reason = " ".join(str(error).split())[:160]
         raise TitoError(f"{where} is not a readable Jupyter notebook ({reason}); "
-                        f"repair it, or move it aside and run `tito build` for a fresh copy")
-    if not isinstance(notebook.get("cells"), list):
-        raise TitoError(f"{where} is not a readable Jupyter notebook (it has no cells)")
-    return notebook
+                        f"repair it, or move it aside and run `tito build` for a fresh copy") from None
 
 
-def tasks(notebook: nbformat.NotebookNode) -> list[Task]:
+def tasks(notebook: Any) -> list[Task]:
     """The tasks of a source, in order of first appearance."""
     seen: dict[str, Task] = {}
     for cell in notebook.cells:
@@ -82,7 +126,7 @@ def tasks(notebook: nbformat.NotebookNode) -> list[Task]:
     return list(seen.values())
 
 
-def stubbed_tasks(notebook: nbformat.NotebookNode) -> dict[str, list[str]]:
+def stubbed_tasks(notebook: Any) -> dict[str, list[str]]:
     """Task id -> names of the stubs still left for it in a student notebook."""
     left: dict[str, list[str]] = {}
     for cell in notebook.cells:
@@ -124,14 +168,16 @@ def strip_markers(source: str) -> str:
     return "\n".join(line for line in source.splitlines() if not any(p.match(line) for p in markers))
 
 
-def content_hash(notebook: nbformat.NotebookNode) -> str:
+def content_hash(notebook: Any) -> str:
     """Hash of what a person edits (cell types and sources), not of outputs or metadata."""
     cells = [[cell.cell_type, cell.source] for cell in notebook.cells]
     return hashlib.sha256(json.dumps(cells).encode()).hexdigest()
 
 
-def student_notebook(stage: Stage) -> nbformat.NotebookNode:
+def student_notebook(stage: Stage) -> Any:
     """The student notebook generated from a stage's source."""
+    import nbformat
+
     source = read_source(stage)
     where = stage.relative(stage.source)
     cells = []
@@ -154,16 +200,18 @@ def student_notebook(stage: Stage) -> nbformat.NotebookNode:
     return notebook
 
 
-def notebook_text(notebook: nbformat.NotebookNode) -> str:
+def notebook_text(notebook: Any) -> str:
+    import nbformat
+
     return nbformat.writes(notebook, version=4) + "\n"
 
 
-def edited_since_generated(notebook: nbformat.NotebookNode) -> bool:
+def edited_since_generated(notebook: Any) -> bool:
     recorded = notebook.get("metadata", {}).get("tinytorch", {}).get("content_hash")
     return recorded != content_hash(notebook)
 
 
-def export_target(notebook: nbformat.NotebookNode, where: str) -> str:
+def export_target(notebook: Any, where: str) -> str:
     """The dotted module path after `#| default_exp`, e.g. "core.tensor"."""
     for cell in notebook.cells:
         if cell.cell_type == "code" and "default_exp" in directives(cell.source):
@@ -178,7 +226,7 @@ def export_target(notebook: nbformat.NotebookNode, where: str) -> str:
 NAMESPACE = re.compile(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*")
 
 
-def exported_cells(notebook: nbformat.NotebookNode, where: str = "the notebook") -> list[tuple[int, str, str]]:
+def exported_cells(notebook: Any, where: str = "the notebook") -> list[tuple[int, str, str]]:
     """(1-based cell number, code, namespace) of every `#| export` cell. The namespace is the directive's
     argument (`#| export nn.functional` -> "nn.functional"), "" for the top-level `tinytorch`."""
     cells = []

@@ -1,52 +1,32 @@
-"""A stage's hidden suite: its checks (read in this process, never run here) and the feedback run
-(pytest in a subprocess with a timeout, against one package)."""
+"""A stage's hidden suite, read in the trusted process: its checks, and the compute slice that is the
+only part of it shipped beside the package under test."""
 
 from __future__ import annotations
 
 import ast
 import importlib.util
-import json
-import os
-import signal
-import subprocess
 import sys
-import tempfile
-from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import ModuleType
 
 from tito.errors import TitoError
 from tito.project import Stage
 
 
-@dataclass
-class CheckResult:
-    id: str
-    task: str
-    points: float
-    max_points: float
-    passed: bool
-    message: str
+def shipped_checklib() -> ModuleType:
+    """tito/shipped/checklib.py, also importable as `checklib`, the name the suites import it by (in
+    the box it is a top-level module of the job's lib/ folder)."""
+    from tito.shipped import checklib
 
-
-@dataclass
-class StageResult:
-    stage: str
-    score: float
-    max_score: float
-    tests: list[CheckResult]
-
-    def as_json(self) -> dict:
-        return asdict(self)
+    sys.modules.setdefault("checklib", checklib)
+    return checklib
 
 
 def load_checks(stage: Stage) -> list:
     """The checks of a stage's suite, in file order. Importing a suite runs none of them."""
     if not stage.suite.is_file():
         raise TitoError(f"stage {stage.name} has no hidden suite ({stage.relative(stage.suite)} is missing)")
-    autograder = str(stage.suite.parent)
-    if autograder not in sys.path:
-        sys.path.insert(0, autograder)
-    import checklib
+    checklib = shipped_checklib()
 
     spec = importlib.util.spec_from_file_location(f"_tito_suite_{stage.name}", stage.suite)
     module = importlib.util.module_from_spec(spec)
@@ -56,41 +36,6 @@ def load_checks(stage: Stage) -> list:
     if not checks:
         raise TitoError(f"{stage.relative(stage.suite)} defines no checks")
     return checks
-
-
-def run_feedback(stage: Stage, package_root: Path, timeout: float) -> StageResult:
-    """Run the suite with pytest against the `tinytorch` found in `package_root`, in a subprocess."""
-    checks = load_checks(stage)
-    with tempfile.TemporaryDirectory(prefix="tito-test-") as scratch:
-        report = Path(scratch) / "report.jsonl"
-        env = {**os.environ, "PYTHONPATH": str(package_root), "PYTHONDONTWRITEBYTECODE": "1"}
-        command = [sys.executable, "-m", "pytest", str(stage.suite), "-q", "-p", "no:cacheprovider",
-                   "--rootdir", str(stage.suite.parent), "--tito-report", str(report)]
-        process = subprocess.Popen(command, cwd=scratch, env=env, stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        try:
-            process.wait(timeout=timeout)
-            stopped = None if process.returncode in (0, 1) else f"the test run stopped early (exit code {process.returncode})"
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            stopped = f"the test run was stopped after {timeout:g} s"
-        finished = {}
-        if report.exists():
-            for line in report.read_text(encoding="utf-8").splitlines():
-                entry = json.loads(line)
-                finished[entry["id"]] = entry
-    results = []
-    for check in checks:
-        entry = finished.get(check.name)
-        if entry is None:
-            results.append(CheckResult(check.name, check.task, 0, check.points, False,
-                                       f"{check.doc}: did not run ({stopped or 'not reported'})"))
-        else:
-            passed = bool(entry["passed"])
-            results.append(CheckResult(check.name, check.task, check.points if passed else 0, check.points,
-                                       passed, entry["message"]))
-    return StageResult(stage.number, sum(r.points for r in results), sum(c.points for c in checks), results)
 
 
 def _is_check_decorator(node: ast.expr) -> bool:

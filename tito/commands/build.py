@@ -12,9 +12,9 @@ from tito.project import find_root, stage as find_stage, stages
 from tito.source import edited_since_generated, notebook_text, read_notebook, student_notebook
 
 
-def run(args) -> int:
+def build(names: list[str], *, check: bool = False, force: bool = False) -> int:
     root = find_root()
-    chosen = [find_stage(root, name) for name in args.stages] if args.stages else stages(root)
+    chosen = [find_stage(root, name) for name in names] if names else stages(root)
     problems = 0
     for stage in chosen:
         where = stage.relative(stage.notebook)
@@ -23,7 +23,7 @@ def run(args) -> int:
         if current == text:
             console.info(f"{where} is up to date")
             continue
-        if args.check:
+        if check:
             if current is not None and _holds_student_work(stage):
                 console.error(f"{where} has changes made after it was generated (a student's work), so it "
                               f"differs from {stage.relative(stage.source)}; `tito build --force` would replace it")
@@ -32,7 +32,7 @@ def run(args) -> int:
                 console.error(f"{where} is {state} with {stage.relative(stage.source)}: run `tito build`")
             problems += 1
             continue
-        if current is not None and not args.force and _holds_student_work(stage):
+        if current is not None and not force and _holds_student_work(stage):
             console.error(f"{where} has changes made after it was generated (a student's work), so it was "
                           f"not overwritten; rerun with --force to replace it")
             problems += 1

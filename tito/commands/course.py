@@ -126,13 +126,13 @@ def install_kernel() -> None:
         KernelSpecManager().install_kernel_spec(folder, KERNEL_NAME, prefix=sys.prefix, replace=True)
 
 
-def init(root: Path, course: Path) -> list[str]:
+def write_course(root: Path, course: Path) -> list[str]:
     """Create or update the course; returns what was written."""
     written = []
     course.mkdir(parents=True, exist_ok=True)
     config = course / "nbgrader_config.py"
     if not config.exists():
-        config.write_text(CONFIG.format(kernel=KERNEL_NAME, protection=sandbox.describe(sandbox.protection())),
+        config.write_text(CONFIG.format(kernel=KERNEL_NAME, protection=sandbox.describe("bwrap" if sandbox.bwrap_available() else "none")),
                           encoding="utf-8")
         written.append(str(config))
     (course / "exchange").mkdir(exist_ok=True)
@@ -148,18 +148,18 @@ def init(root: Path, course: Path) -> list[str]:
     return written
 
 
-def run(args) -> int:
+def init(directory: Path) -> int:
     root = find_root()
-    course = Path(args.directory).resolve()
+    course = directory.resolve()
     if course.exists() and not course.is_dir():
         raise TitoError(f"{course} is a file, not a folder: give the folder for the nbgrader course")
-    written = init(root, course)
+    written = write_course(root, course)
     for path in written:
         console.info(f"wrote {path}")
     if not written:
         console.info(f"{course} is up to date")
-    if sandbox.protection() == "limits":
-        console.warn("this system offers no namespaces: during autograde, student code could read the "
-                     "gradebook and the course's files (nbgrader_config.py says so too)")
+    if not sandbox.bwrap_available():
+        console.warn("bubblewrap is missing: during autograde the judge grades without a sandbox; install it "
+                     "(Debian/Ubuntu: `sudo apt install bubblewrap`)")
     console.info(f"next: cd {course} && nbgrader generate_assignment 01_tensor && nbgrader release_assignment 01_tensor")
     return 0

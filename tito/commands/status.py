@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import json
 
-from rich.table import Table
-
 from tito import console
 from tito.errors import TitoError
 from tito.project import find_root, stages
-from tito.source import read_notebook, read_source, stubbed_tasks, tasks
+from tito.source import read_notebook, source_tasks, stubbed_tasks
 
 
-def run(args) -> int:
+def status() -> int:
+    from rich.table import Table
+
     root = find_root()
     table = Table(title="TinyTorch progress", title_justify="left")
     for column in ("stage", "notebook", "tasks done", "last score"):
         table.add_column(column, no_wrap=True)
     for stage in stages(root):
-        total = tasks(read_source(stage))
+        total = source_tasks(stage)
         try:
             stubs = stubbed_tasks(read_notebook(stage))
             notebook, done = "present", f"{sum(t.id not in stubs for t in total)}/{len(total)}"

@@ -1,7 +1,8 @@
-"""Checks: the one definition of every graded test, and the helpers the hidden suites share.
+"""Checks: the one definition of every graded check, and the helpers the hidden suites share.
 
-A check has three parts that share nothing but plain data, so they can run in one process (`tito test`,
-feedback) or in several (the official grader):
+This file is shipped beside the package under test (tito/shipped/), so it imports hypothesis only when a
+strategy is built, never in the box that runs student code. A check has three parts that share nothing
+but plain data; the trusted parent draws and judges, the box only computes:
 
 - ``inputs``: a hypothesis strategy drawing one *case* (a dict of numpy arrays and plain values);
 - ``compute(tt, case)``: the only part that runs the package under test; returns plain data;
@@ -12,16 +13,14 @@ feedback) or in several (the official grader):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 __all__ = [
     "Check", "CheckFailed", "check", "assert_close", "capture_error", "central_difference",
-    "shapes", "arrays", "floats_arrays",
+    "finite", "shapes", "arrays", "floats_arrays", "signed_arrays", "upstream",
 ]
 
 
@@ -41,10 +40,10 @@ class Check:
     task: str
     points: float
     compute: Callable[[Any, dict], Any]
-    inputs: st.SearchStrategy = field(default_factory=lambda: st.just({}))
+    inputs: Any = None  # a hypothesis strategy of cases; None: one empty case
     describe: Callable[[dict], str] | None = None
     examples: int = 25
-    timeout: float = 30.0
+    timeout: float = 30.0  # seconds of CPU time for all the cases of the check: the same under any load
     rtol: float = 1e-5
     atol: float = 1e-6
     dtype: bool = False
@@ -68,25 +67,24 @@ class Check:
     def what(self, case: dict) -> str:
         return self.describe(case) if self.describe else self.doc
 
-    def judge(self, case: dict, output: Any, expected: Any = None) -> None:
-        """Decide one case in the trusted process; raises CheckFailed on a wrong output. `expected`, if
-        given, is `self._expected(case)` computed beforehand."""
+    def judge(self, case: dict, output: Any, expected: Any) -> None:
+        """Decide one case in the trusted process; raises CheckFailed on a wrong output. `expected` is
+        `self._expected(case)`, computed by the caller (unused by a verdict)."""
         if self._verdict is not None:
+            finite(output, what=self.what(case))
             self._verdict(case, output)
             return
-        if self._expected is None:
-            raise TypeError(f"check {self.name} has neither an expected() nor a verdict()")
-        assert_close(output, self._expected(case) if expected is None else expected, what=self.what(case),
-                     rtol=self.rtol, atol=self.atol, exact_dtype=self.dtype)
+        assert_close(output, expected, what=self.what(case), rtol=self.rtol, atol=self.atol,
+                     exact_dtype=self.dtype)
 
 
-def check(*, task: str, points: float, inputs: st.SearchStrategy | None = None,
+def check(*, task: str, points: float, inputs: Any = None,
           describe: Callable[[dict], str] | None = None, examples: int = 25, timeout: float = 30.0,
           rtol: float = 1e-5, atol: float = 1e-6, dtype: bool = False) -> Callable[[Callable], Check]:
     """Decorator turning ``compute(tt, case)`` into a graded check worth ``points`` for ``task``."""
     def make(compute: Callable[[Any, dict], Any]) -> Check:
         return Check(name=compute.__name__, task=task, points=points, compute=compute,
-                     inputs=inputs if inputs is not None else st.just({}), describe=describe,
+                     inputs=inputs, describe=describe,
                      examples=examples if inputs is not None else 1, timeout=timeout,
                      rtol=rtol, atol=atol, dtype=dtype)
     return make
@@ -102,6 +100,26 @@ def capture_error(fn: Callable[[], Any]) -> dict:
     except Exception as error:  # the point: any error type is data here
         return {"raised": type(error).__name__, "message": str(error)}
     return {"raised": None, "message": ""}
+
+
+def finite(output: Any, *, what: str) -> None:
+    """Raise CheckFailed when any number in ``output`` (arrays, numbers, and lists, tuples and dicts of
+    them) is NaN or infinite: a verdict's statistics must never be decided by a NaN."""
+    if isinstance(output, dict):
+        values: Any = list(output.values())
+    elif isinstance(output, (list, tuple)):
+        values = output
+    else:
+        values = None
+    if values is not None:
+        for value in values:
+            finite(value, what=what)
+        return
+    if isinstance(output, (bool, np.bool_, str)) or output is None:
+        return
+    array = np.asarray(output)
+    if array.dtype.kind in "fc" and not np.all(np.isfinite(array)):
+        raise CheckFailed(f"{what}: the result holds NaN or infinity", f"{what}: the result holds NaN or infinity")
 
 
 def _brief(value: np.ndarray) -> str:
@@ -121,7 +139,7 @@ def assert_close(output: Any, expected: Any, *, what: str, rtol: float = 1e-5, a
                          exact_dtype=exact_dtype)
         return
     if isinstance(expected, (list, tuple)) and expected and _is_numeric_sequence(expected) \
-            and isinstance(output, (list, tuple)):
+            and isinstance(output, (list, tuple)) and not exact_dtype:  # exact dtypes: element by element
         same = len(output) == len(expected) and _is_numeric_sequence(output) and bool(
             np.allclose(np.asarray(output, dtype=np.float64), np.asarray(expected, dtype=np.float64),
                         rtol=rtol, atol=atol))
@@ -129,12 +147,13 @@ def assert_close(output: Any, expected: Any, *, what: str, rtol: float = 1e-5, a
             raise CheckFailed(f"{what}: expected {tuple(expected)} but got {tuple(output)!r:.120}",
                               f"{what}: the result {tuple(output)!r:.120} is wrong")
         return
-    if isinstance(expected, (list, tuple)) and not _is_numeric_sequence(expected):
+    if isinstance(expected, (list, tuple)) and (exact_dtype or not _is_numeric_sequence(expected)):
         if not isinstance(output, (list, tuple)) or len(output) != len(expected):
             raise CheckFailed(f"{what}: expected {len(expected)} results but got {output!r:.80}",
                               f"{what}: the result does not have the expected number of parts")
         for index, (out, exp) in enumerate(zip(output, expected)):
-            assert_close(out, exp, what=f"{what} [{index}]", rtol=rtol, atol=atol, exact_dtype=exact_dtype)
+            assert_close(out, exp, what=f"{what} (part {index + 1} of {len(expected)})", rtol=rtol, atol=atol,
+                         exact_dtype=exact_dtype)
         return
     if expected is None or isinstance(expected, (str, bool)):
         if output != expected or type(output) is not type(expected):
@@ -234,13 +253,23 @@ def central_difference(fn: Callable[..., np.ndarray], inputs: list[np.ndarray], 
     return grads
 
 
-def shapes(min_dims: int = 0, max_dims: int = 4, min_side: int = 1, max_side: int = 5) -> st.SearchStrategy:
+def _hypothesis() -> tuple[Any, Any]:
+    """hypothesis's strategies and numpy strategies, imported on first use (the box never draws)."""
+    from hypothesis import strategies
+    from hypothesis.extra import numpy
+
+    return strategies, numpy
+
+
+def shapes(min_dims: int = 0, max_dims: int = 4, min_side: int = 1, max_side: int = 5) -> Any:
     """Array shapes small enough to check every element by finite differences."""
+    _, hnp = _hypothesis()
     return hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side, max_side=max_side)
 
 
-def arrays(shape: Any, dtype: Any = np.float32, low: float = -10.0, high: float = 10.0) -> st.SearchStrategy:
+def arrays(shape: Any, dtype: Any = np.float32, low: float = -10.0, high: float = 10.0) -> Any:
     """Arrays of finite values in [low, high]; ``shape`` is a tuple or a strategy of tuples."""
+    st, hnp = _hypothesis()
     dtype = np.dtype(dtype)
     if np.issubdtype(dtype, np.floating):
         elements = st.floats(low, high, allow_nan=False, allow_infinity=False, width=min(64, 8 * dtype.itemsize))
@@ -251,18 +280,19 @@ def arrays(shape: Any, dtype: Any = np.float32, low: float = -10.0, high: float 
     return hnp.arrays(dtype, shape, elements=elements, fill=st.nothing())  # every element drawn, none constant
 
 
-def floats_arrays(shape: Any, low: float = -3.0, high: float = 3.0, dtype: Any = np.float64) -> st.SearchStrategy:
+def floats_arrays(shape: Any, low: float = -3.0, high: float = 3.0, dtype: Any = np.float64) -> Any:
     """Arrays for gradient checks (float64 unless told), every element drawn on its own, so that a wrong
     gradient cannot hide behind an array of one value."""
     return arrays(shape, dtype, low, high)
 
 
-def signed_arrays(shape: tuple, low: float = 0.5, high: float = 3.0, dtype: Any = np.float64) -> st.SearchStrategy:
+def signed_arrays(shape: tuple, low: float = 0.5, high: float = 3.0, dtype: Any = np.float64) -> Any:
     """Arrays of magnitude in [low, high], either sign, no element zero: safe divisors."""
+    st, hnp = _hypothesis()
     return st.tuples(arrays(shape, dtype, low, high), hnp.arrays(np.bool_, shape, fill=st.nothing())).map(
         lambda pair: np.where(pair[1], pair[0], -pair[0]).astype(dtype))
 
 
-def upstream(shape: tuple) -> st.SearchStrategy:
+def upstream(shape: tuple) -> Any:
     """An upstream gradient g for backward(g): float64, magnitudes in [0.25, 2], either sign, never zero."""
     return signed_arrays(shape, 0.25, 2.0)

@@ -1,0 +1,219 @@
+"""Official grading of a class: each submission's package built here from its notebooks, run by the one
+engine in a box, judged here. Anything a submission breaks is a graded 0 with a note; a fault of the
+grader itself is kept apart and reported."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import queue
+import secrets
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from tito import engine, package, sandbox
+from tito.errors import TitoError
+from tito.project import Stage, stages_up_to
+from tito.source import parse_notebook, read_source
+from tito.submissions import feedback_filename
+
+MODES = ("isolated", "cumulative")
+
+
+@dataclass
+class Grade:
+    student: str
+    stage: str
+    mode: str  # "isolated": the reference stands in for earlier stages; "cumulative": the student's own
+    score: float
+    max_score: float
+    seed: int
+    tests: list[engine.CheckResult]
+    notes: list[str] = field(default_factory=list)
+    fault: str = ""  # a fault of the grader, not of the submission: this grade is not to be trusted
+    seconds: float = 0.0
+
+
+def course_key(where: Path, out: Path, seed: int | None) -> tuple[str, str]:
+    """(key, where it comes from): `--seed`, else a random key kept in the nbgrader course folder or, for
+    a plain folder of submissions, in the output folder, so every regrade draws the same cases."""
+    if seed is not None:
+        return str(seed), "--seed"
+    course = where if (where / "submitted").is_dir() else where.parent if where.name == "submitted" else None
+    keeper = (course or out) / ".tito-course-key"
+    if not keeper.is_file():
+        keeper.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(keeper, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as stream:
+            stream.write(secrets.token_hex(16) + "\n")
+    return keeper.read_text(encoding="utf-8").strip(), str(keeper)
+
+
+@lru_cache(maxsize=None)
+def _reference_module(stage: Stage) -> tuple[str, str]:
+    _, path, code = package.stage_module(stage, read_source(stage), stage.relative(stage.source), reference=True)
+    return path, code
+
+
+# CPython 3.11 can fail ("AST constructor recursion depth mismatch") when threads compile at once
+_COMPILING = threading.Lock()
+
+
+def package_files(root: Path, stage: Stage, notebooks: dict[str, bytes], mode: str) -> tuple[dict[str, str], list[str]]:
+    """The package files for grading `stage`: the student's notebooks for 01..stage, or in isolated mode
+    the reference for every earlier stage. Returns (files, notes for the student's feedback)."""
+    files, notes = {}, []
+    for earlier in stages_up_to(root, stage):
+        if mode == "isolated" and earlier != stage:
+            with _COMPILING:
+                path, code = _reference_module(earlier)
+            files[path] = code
+            continue
+        data = notebooks.get(earlier.name)
+        if data is None:
+            notes.append(f"no notebook for {earlier.name} was submitted")
+            continue
+        try:
+            notebook = parse_notebook(data.decode("utf-8", errors="replace"))
+        except ValueError as error:
+            notes.append(f"the {earlier.name} notebook is not a readable Jupyter notebook ({error})")
+            continue
+        try:
+            with _COMPILING:
+                result, path, code = package.stage_module(earlier, notebook, f"{earlier.name}.ipynb", reference=False)
+        except TitoError as error:
+            notes.append(str(error))
+            continue
+        except (RecursionError, MemoryError, ValueError) as error:  # e.g. a cell nested too deep to compile
+            notes.append(f"the {earlier.name} notebook could not be exported ({type(error).__name__})")
+            continue
+        notes += result.broken_cells
+        files[path] = code
+    return files, notes
+
+
+@dataclass
+class Grader:
+    root: Path
+    isolation: str
+    limits: sandbox.Limits
+    scratch: Path
+    slots: queue.Queue
+
+    def grade(self, plan: engine.Plan, student: str, notebooks: dict[str, bytes], mode: str,
+              notes: list[str]) -> Grade:
+        started = time.monotonic()
+
+        def zero(note: str) -> Grade:
+            tests = [engine.CheckResult(c.name, c.task, 0, c.points, False, note, note) for c in plan.checks]
+            return Grade(student, plan.stage.number, mode, 0, plan.max_score, plan.seed, tests, [*notes, note])
+
+        if plan.stage.name not in notebooks:
+            return zero(f"no notebook for {plan.stage.name} was submitted")
+        files, found = package_files(self.root, plan.stage, notebooks, mode)
+        job = Path(tempfile.mkdtemp(prefix="submission-", dir=self.scratch))
+        slot = self.slots.get()
+        try:
+            try:
+                package.write_package(job, files)
+            except (TitoError, OSError, ValueError, RecursionError) as error:
+                return zero(f"the package could not be written from the notebooks ({_sentence(error)})")
+            for path in [job, *job.rglob("*")]:
+                path.chmod(0o755 if path.is_dir() else 0o644)
+            result = engine.grade_stage(plan, job, isolation=self.isolation, limits=self.limits, slot=slot)
+        finally:
+            self.slots.put(slot)
+            shutil.rmtree(job, ignore_errors=True)
+        return Grade(student, plan.stage.number, mode, result.score, result.max_score, plan.seed, result.tests,
+                     [*notes, *found, *result.notes], seconds=time.monotonic() - started)
+
+
+def _sentence(error: BaseException) -> str:
+    text = " ".join(str(error).split())[:200]
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def fault_grade(plan: engine.Plan, student: str, mode: str, error: BaseException) -> Grade:
+    """The row of a grading that failed in the grader itself: no score is claimed for it."""
+    tests = [engine.CheckResult(c.name, c.task, 0, c.points, False, "not graded (a fault of the grader)", "")
+             for c in plan.checks]
+    return Grade(student, plan.stage.number, mode, 0, plan.max_score, plan.seed, tests, [],
+                 fault=f"grader fault: {_sentence(error)}")
+
+
+def write_reports(out: Path, grades: list[Grade], plans: dict[str, engine.Plan], isolation: str,
+                  key_source: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "grades.csv", "w", newline="", encoding="utf-8", errors="backslashreplace") as stream:
+        writer = csv.writer(stream)
+        writer.writerow(["student", "stage", "mode", "score", "max_score", "seed", "status"])
+        for grade in grades:
+            writer.writerow([grade.student, grade.stage, grade.mode, f"{grade.score:g}", f"{grade.max_score:g}",
+                             grade.seed, "grader fault" if grade.fault else "graded"])
+    (out / "results.json").write_text(json.dumps({
+        "protection": isolation, "protection_words": sandbox.describe(isolation), "seed_from": key_source,
+        "seeds": {number: plan.seed for number, plan in plans.items()},
+        "grades": [asdict(g) for g in grades]}, indent=1), encoding="utf-8")
+    feedback = out / "feedback"
+    feedback.mkdir(exist_ok=True)
+    for student in dict.fromkeys(g.student for g in grades):
+        lines = [f"# Feedback for {student}", ""]
+        for grade in (g for g in grades if g.student == student):
+            lines.append(f"## Stage {grade.stage} ({grade.mode}): {grade.score:g}/{grade.max_score:g}")
+            if grade.fault:
+                lines.append("- not graded yet: the grader failed on this submission; your instructor will regrade it")
+            lines += [f"- note: {note}" for note in dict.fromkeys(grade.notes)]
+            lost = [t for t in grade.tests if not t.passed]
+            lines += [f"- task {t.task}, {t.id} ({t.max_points:g} points): {t.public}" for t in lost if t.public]
+            if not lost:
+                lines.append("- every check passed")
+            lines.append("")
+        (feedback / feedback_filename(student)).write_text("\n".join(lines), encoding="utf-8", errors="backslashreplace")
+    lines = ["# Class summary", "", f"Protection in force: {sandbox.describe(isolation)}.",
+             f"Seeds: {', '.join(f'stage {n} {p.seed}' for n, p in plans.items())} (course key from {key_source}).", ""]
+    faults = [g for g in grades if g.fault]
+    if faults:
+        lines += ["## Grader faults (regrade these)", ""] + [f"- {g.student}, stage {g.stage} ({g.mode}): {g.fault}"
+                                                           for g in faults] + [""]
+    for number, plan in plans.items():
+        stage_grades = [g for g in grades if g.stage == number and not g.fault]
+        for mode in dict.fromkeys(g.mode for g in stage_grades):
+            chosen = [g for g in stage_grades if g.mode == mode]
+            mean = sum(g.score for g in chosen) / max(1, len(chosen))
+            lines += [f"## Stage {number} ({mode}): mean {mean:.1f}/{plan.max_score:g} over {len(chosen)} submissions",
+                      "", "| check | task | failed by |", "|---|---|---|"]
+            failures = {c.name: sum(not t.passed for g in chosen for t in g.tests if t.id == c.name)
+                        for c in plan.checks}
+            for check in sorted(plan.checks, key=lambda c: -failures[c.name]):
+                if failures[check.name]:
+                    lines.append(f"| {check.name} | {check.task} | {failures[check.name]} of {len(chosen)} |")
+            lines.append("")
+    (out / "summary.md").write_text("\n".join(lines), encoding="utf-8", errors="backslashreplace")
+
+
+def write_gradebook(path: Path, grades: list[Grade], mode: str, names: dict[str, str]) -> tuple[int, int]:
+    """Put the judge's score of every task into nbgrader's gradebook as the manual score of that task's
+    graded cell (a cell's manual score overrides its autograded one), so `nbgrader export` reports it."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    written = skipped = 0
+    with Gradebook(f"sqlite:///{path}") as gradebook:
+        for grade in (g for g in grades if g.mode == mode and not g.fault):
+            name = names[grade.stage]
+            for task in dict.fromkeys(t.task for t in grade.tests):
+                score = sum(t.points for t in grade.tests if t.task == task)
+                try:
+                    cell = gradebook.find_grade(f"task-{task.replace('.', '_')}", name, name, grade.student)
+                except MissingEntry:
+                    skipped += 1
+                    continue
+                cell.manual_score = score
+                written += 1
+        gradebook.db.commit()
+    return written, skipped

@@ -1,0 +1,139 @@
+"""The program that runs beside the package under test, in every box: a plain child process for
+`tito test`, the bubblewrap sandbox for `tito grade` and the nbgrader judge.
+
+    python -I -S runner.py JOB PACKAGE FIRST REPORT_FD [PATH ...]
+
+It imports nothing from tito: the grader copies it with wire.py, checklib.py and the suite's compute
+slice into JOB/lib. It imports `tinytorch` from PACKAGE, runs the compute part of each check of
+JOB/work.json from number FIRST on, and writes what happened to the pipe REPORT_FD: one record when
+a check begins, one with its outcomes when it ends (an output per case, or the first stub, error or
+timeout, after which the check stops). It decides nothing; the trusted parent judges every output.
+"""
+
+import os
+import signal
+import sys
+
+
+class OverBudget(BaseException):
+    """Raised by a timer: a BaseException, so `except Exception` in student code does not swallow it."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind  # "cpu" or "wall"
+
+
+def _expire(signum, frame):
+    raise OverBudget("cpu" if signum == signal.SIGPROF else "wall")
+
+
+def _arm(cpu: float, wall: float) -> None:
+    signal.setitimer(signal.ITIMER_PROF, cpu)  # CPU time of this process: the same on a busy machine
+    signal.setitimer(signal.ITIMER_REAL, wall)  # a backstop for code that sleeps or waits
+
+
+def _disarm() -> None:
+    signal.setitimer(signal.ITIMER_PROF, 0)
+    signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0] if text else '(no message)'}"[:500]
+
+
+def _where(trace, package: str) -> str:
+    """`core/tensor.py line 57, in sum`: the innermost frame of the package under test, if any."""
+    found = ""
+    while trace is not None:
+        code = trace.tb_frame.f_code
+        if code.co_filename.startswith(package + os.sep):
+            found = f"{code.co_filename[len(package) + 1:]} line {trace.tb_lineno}, in {code.co_name}"
+        trace = trace.tb_next
+    return found.removeprefix("tinytorch/")
+
+
+def _frame_where(frame, package: str) -> str:
+    while frame is not None:
+        code = frame.f_code
+        if code.co_filename.startswith(package + os.sep):
+            where = f"{code.co_filename[len(package) + 1:]} line {frame.f_lineno}, in {code.co_name}"
+            return where.removeprefix("tinytorch/")
+        frame = frame.f_back
+    return ""
+
+
+def _run_check(check: dict, compute, tt, package: str, wire) -> list:
+    outcomes = []
+    try:
+        _arm(check["cpu"], check["wall"])
+        for case in check["cases"]:
+            try:
+                output = compute(tt, case)
+            except NotImplementedError as error:
+                outcomes.append({"stub": str(error).strip()[:500]})
+                break
+            except OverBudget:
+                raise
+            except BaseException as error:  # student code may raise anything, SystemExit included
+                outcomes.append({"error": _first_line(error), "where": _where(error.__traceback__, package)})
+                break
+            try:
+                outcomes.append({"output": wire.encode(output)})
+            except wire.WireError as error:
+                outcomes.append({"unsendable": str(error)[:300]})
+                break
+    except OverBudget as budget:
+        outcomes.append({"timeout": budget.kind, "where": _where(budget.__traceback__, package)})
+    finally:
+        _disarm()
+    return outcomes
+
+
+def main(job: str, package: str, first: int, report_fd: int, paths: list) -> None:
+    sys.path[:0] = [package, os.path.join(job, "lib")]
+    sys.path += paths
+    import json
+
+    import wire
+
+    with open(os.path.join(job, "work.json"), encoding="utf-8") as stream:
+        work = wire.loads(stream.read())
+    out = os.fdopen(report_fd, "w", encoding="utf-8")
+
+    def emit(record: dict) -> None:
+        out.write(json.dumps(record) + "\n")
+        out.flush()
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a file too large fails to write, not the process
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    signal.signal(signal.SIGPROF, _expire)
+    signal.signal(signal.SIGALRM, _expire)
+    emit({"importing": first})  # before any code of the package under test runs
+    try:
+        _arm(work["import_cpu"], work["import_wall"])
+        import compute_slice
+        import tinytorch as tt
+        _disarm()
+    except OverBudget as budget:
+        _disarm()
+        frame = budget.__traceback__
+        while frame.tb_next is not None:
+            frame = frame.tb_next
+        emit({"import_timeout": budget.kind, "where": _frame_where(frame.tb_frame, package)})
+        return
+    except BaseException as error:  # the package under test may raise anything on import
+        _disarm()
+        emit({"import_error": _first_line(error), "where": _where(error.__traceback__, package)})
+        return
+    emit({"imported": True})
+    for check in work["checks"][first:]:
+        emit({"begin": check["name"]})
+        emit({"check": check["name"], "outcomes": _run_check(check, getattr(compute_slice, check["name"]), tt,
+                                                             package, wire)})
+    emit({"finished": True})
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:])
+    os._exit(0)  # no interpreter shutdown: nothing the package registered with atexit runs
