@@ -121,7 +121,8 @@ class Grader:
         slot = self.slots.get()
         try:
             try:
-                package.write_package(job, files)
+                with _COMPILING:  # it parses each file to find its public names
+                    package.write_package(job, files)
             except (TitoError, OSError, ValueError, RecursionError) as error:
                 return zero(f"the package could not be written from the notebooks ({_sentence(error)})")
             for path in [job, *job.rglob("*")]:

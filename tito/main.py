@@ -59,6 +59,12 @@ def parser() -> argparse.ArgumentParser:
     milestone.add_argument("--epochs", type=_count, default=10, help="epochs to train (the target is judged after 10)")
     milestone.add_argument("--seed", type=int, default=0, help="seed for initialisation and shuffling")
 
+    mutants = commands.add_parser("mutants", help="measure a hidden suite: grade single-point bugs in the reference")
+    mutants.add_argument("stage", metavar="NN", help="the stage whose suite to measure, e.g. 01")
+    mutants.add_argument("--count", type=_count, default=80, help="mutants to sample and grade (default 80)")
+    mutants.add_argument("-j", "--jobs", type=_count, default=2, help="mutants graded at once (default 2)")
+    mutants.add_argument("--seed", type=int, default=0, help="which mutants are sampled (default 0)")
+
     course = commands.add_parser("course", help="an nbgrader course generated from solutions/")
     course_commands = course.add_subparsers(dest="course_command", required=True, metavar="ACTION")
     course_init = course_commands.add_parser("init", help="create or update the course in DIR")
@@ -100,6 +106,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "milestone":
         from tito.commands.milestone import milestone
         return milestone(args.name, reference=args.reference, epochs=args.epochs, seed=args.seed)
+    if args.command == "mutants":
+        from tito.commands.mutants import mutants
+        return mutants(args.stage, count=args.count, jobs=args.jobs, seed=args.seed)
     if args.command == "course":
         from tito.commands.course import init
         return init(Path(args.directory))

@@ -57,8 +57,8 @@ def bwrap_available() -> bool:
     if sys.platform != "linux" or shutil.which("bwrap") is None:
         return False
     try:
-        probe = subprocess.run(_bwrap_prefix(0, Limits()) + ["/bin/true"], capture_output=True, timeout=30,
-                               preexec_fn=_new_session)
+        probe = subprocess.run(_bwrap_prefix(0, Limits()) + ["/bin/sh", "-c", "touch /tmp/probe"],
+                               capture_output=True, timeout=30, preexec_fn=_new_session)
     except (OSError, subprocess.SubprocessError):
         return False
     return probe.returncode == 0
@@ -111,7 +111,7 @@ def _bwrap_prefix(slot: int, limits: Limits) -> list[str]:
                 command += ["--perms", "0755", "--dir", str(parent)]
     for path in interpreter_paths():
         command += ["--ro-bind", str(path), str(path)]
-    command += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
+    command += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
                 "--chdir", "/tmp", "--clearenv"]
     if root:  # a user id of its own: it owns nothing outside, and RLIMIT_NPROC counts only its processes
         uid = SANDBOX_UID_BASE + slot
@@ -217,7 +217,12 @@ def _collect(process: subprocess.Popen, fd: int, deadline: float, cap: int) -> t
         if size > cap:
             truncated = True
             break
-    if process.poll() is None or timed_out or truncated:
+    if not (timed_out or truncated):
+        try:  # the pipe closed as the runner ended: give the box a moment to report its exit status
+            process.wait(timeout=max(0.1, min(5.0, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            pass
+    if process.poll() is None:
         _kill(process)
     process.wait()
     return b"".join(chunks), truncated, timed_out

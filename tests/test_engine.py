@@ -1,0 +1,197 @@
+"""The one check engine, in-process and fast: a tiny stage with a tiny suite, graded on small packages
+that do the work, skip it, get it wrong, or misbehave in the ways a student's code can."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tito import engine, sandbox
+from tito.project import stage as find_stage
+
+SUITE = '''
+import numpy as np
+from hypothesis import strategies as st
+
+from checklib import CheckFailed, check, floats_arrays, shapes
+
+
+@check(task="01.1", points=2, inputs=shapes(max_dims=2).flatmap(lambda s: floats_arrays(s)).map(lambda x: {"x": x}),
+       describe=lambda case: f"double(x) for x of shape {case['x'].shape}")
+def doubles(tt, case):
+    return tt.double(case["x"])
+
+
+@doubles.expected
+def _(case):
+    return 2 * case["x"]
+
+
+@check(task="01.2", points=1, timeout=1)
+def halts(tt, case):
+    """halt() returns 1"""
+    return tt.halt()
+
+
+@halts.expected
+def _(case):
+    return 1
+
+
+@check(task="01.3", points=3, inputs=st.integers(1, 50).map(lambda n: {"n": n}), describe=lambda case: f"noise({case['n']})")
+def noise_is_centred(tt, case):
+    return np.asarray(tt.noise(case["n"]), dtype=np.float64)
+
+
+@noise_is_centred.verdict
+def _(case, output):
+    if output.shape != (case["n"],) or abs(float(output.mean())) > 10:
+        raise CheckFailed(f"noise({case['n']}): the mean {float(output.mean()):.3f} is far from 0")
+
+
+@check(task="01.3", points=1)
+def broken_expectation(tt, case):
+    """a check whose expected value the grader cannot compute"""
+    return tt.noise(1)
+
+
+@broken_expectation.expected
+def _(case):
+    raise ZeroDivisionError("the grader's own bug")
+'''
+
+GOOD = '''
+import numpy as np
+
+def double(x):
+    return 2 * np.asarray(x)
+
+def halt():
+    return 1
+
+def noise(n):
+    return np.zeros(n)
+'''
+
+
+@pytest.fixture
+def stage(tmp_path: Path):
+    root = tmp_path / "course"
+    (root / "solutions" / "01_tiny").mkdir(parents=True)
+    (root / "solutions" / "01_tiny" / "01_tiny.py").write_text(
+        "# %%\n#| default_exp core.tiny\n# %%\n#| export\n### BEGIN SOLUTION 01.1 double\n### END SOLUTION\n"
+        "### BEGIN SOLUTION 01.2 halt\n### END SOLUTION\n### BEGIN SOLUTION 01.3 noise\n### END SOLUTION\n")
+    (root / "autograder").mkdir()
+    (root / "autograder" / "test_01_tiny.py").write_text(SUITE)
+    return find_stage(root, "01")
+
+
+def grade(stage, tmp_path: Path, code: str, *, seed: int = 1, wall: float = 60.0) -> engine.StageResult:
+    package = tmp_path / f"pkg-{time.monotonic_ns()}"
+    (package / "tinytorch").mkdir(parents=True)
+    (package / "tinytorch" / "__init__.py").write_text(textwrap.dedent(code))
+    plan = engine.make_plan(stage, seed=seed, jobs=tmp_path / "jobs")
+    return engine.grade_stage(plan, package, isolation="process", limits=sandbox.Limits(wall_seconds=wall))
+
+
+def outcome(result: engine.StageResult) -> dict[str, tuple[bool, str]]:
+    return {t.id: (t.passed, t.message) for t in result.tests}
+
+
+def test_work_done_scores_full_marks_and_the_grader_fault_costs_nothing(stage, tmp_path):
+    result = grade(stage, tmp_path, GOOD)
+    assert result.score == result.max_score == 7
+    fault = next(t for t in result.tests if t.id == "broken_expectation")
+    assert fault.fault and fault.passed and "grader fault" in fault.message and "ZeroDivisionError" in fault.message
+
+
+def test_a_stub_names_its_task(stage, tmp_path):
+    code = GOOD.replace("    return 2 * np.asarray(x)", '    raise NotImplementedError("Task 01.1: double is not implemented yet")')
+    passed, message = outcome(grade(stage, tmp_path, code))["doubles"]
+    assert not passed and message == "Task 01.1: double is not implemented yet"
+
+
+def test_a_wrong_value_says_expected_and_got_and_the_public_sentence_hides_the_expected_value(stage, tmp_path):
+    result = grade(stage, tmp_path, GOOD.replace("2 * np.asarray(x)", "3 * np.asarray(x)"))
+    check = next(t for t in result.tests if t.id == "doubles")
+    assert not check.passed and check.message.startswith("double(x) for x of shape")
+    assert "expected" in check.message and "expected" not in check.public
+    assert result.score == 5
+
+
+def test_an_error_names_the_line_of_the_students_code(stage, tmp_path):
+    code = GOOD.replace("    return 2 * np.asarray(x)", '    raise ValueError("bad axis")')
+    passed, message = outcome(grade(stage, tmp_path, code))["doubles"]
+    assert not passed and "your code raised ValueError: bad axis (at __init__.py line" in message and "in double" in message
+
+
+def test_an_endless_loop_costs_only_its_check_within_its_cpu_budget(stage, tmp_path):
+    started = time.monotonic()
+    result = grade(stage, tmp_path, GOOD.replace("def halt():\n    return 1", "def halt():\n    while True:\n        pass"))
+    assert time.monotonic() - started < 20
+    passed, message = outcome(result)["halts"]
+    assert not passed and "more than 1 s of CPU time" in message and "__init__.py line" in message
+    assert outcome(result)["doubles"][0] and outcome(result)["noise_is_centred"][0]
+
+
+@pytest.mark.parametrize("ending, words", [
+    ("import os; os._exit(3)", "exit status 3"),
+    ("import ctypes; ctypes.string_at(0)", "SIGSEGV"),
+    ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "SIGKILL"),
+])
+def test_a_check_that_ends_the_process_costs_that_check_and_the_rest_still_run(stage, tmp_path, ending, words):
+    result = grade(stage, tmp_path, GOOD.replace("def halt():\n    return 1", f"def halt():\n    {ending}"))
+    passed, message = outcome(result)["halts"]
+    assert not passed and words in message
+    assert outcome(result)["doubles"][0] and outcome(result)["noise_is_centred"][0]
+
+
+def test_a_hang_at_import_is_named_with_its_line(stage, tmp_path, monkeypatch):
+    monkeypatch.setattr(engine, "IMPORT_CPU_SECONDS", 1.0)
+    result = grade(stage, tmp_path, GOOD + "\nwhile True:\n    pass\n")
+    assert result.score == 0
+    assert "importing tinytorch did not finish within 1 s (at __init__.py line" in result.tests[0].message
+
+
+def test_an_error_at_import_zeroes_the_stage_with_one_sentence(stage, tmp_path):
+    result = grade(stage, tmp_path, GOOD + "\nraise RuntimeError('left-over test line')\n")
+    assert result.score == 0
+    assert result.tests[0].message.startswith("your package could not be imported: RuntimeError: left-over test line")
+
+
+def test_nan_never_satisfies_a_verdict(stage, tmp_path):
+    result = grade(stage, tmp_path, GOOD.replace("np.zeros(n)", "np.full(n, np.nan)"))
+    passed, message = outcome(result)["noise_is_centred"]
+    assert not passed and "NaN or infinity" in message
+
+
+def test_an_object_that_is_not_plain_data_is_refused(stage, tmp_path):
+    code = GOOD.replace("    return 2 * np.asarray(x)", "    class Liar:\n        def __eq__(self, other):\n"
+                                                            "            return True\n    return Liar()")
+    passed, message = outcome(grade(stage, tmp_path, code))["doubles"]
+    assert not passed and "not plain data" in message
+
+
+def test_the_same_seed_draws_the_same_cases_and_another_seed_others(stage, tmp_path):
+    first = engine.make_plan(stage, seed=3, jobs=tmp_path / "a")
+    again = engine.make_plan(stage, seed=3, jobs=tmp_path / "b")
+    other = engine.make_plan(stage, seed=4, jobs=tmp_path / "c")
+    dump = lambda plan: json.dumps({k: [str(case) for case in v] for k, v in plan.cases.items()})  # noqa: E731
+    assert dump(first) == dump(again) != dump(other)
+
+
+def test_cases_are_ordered_smallest_first(stage, tmp_path):
+    plan = engine.make_plan(stage, seed=3, jobs=tmp_path / "jobs")
+    sizes = [case["x"].size for case in plan.cases["doubles"]]
+    assert sizes == sorted(sizes) and len(sizes) > 1
+
+
+def test_a_cached_plan_is_reused_and_a_changed_suite_draws_again(stage, tmp_path):
+    first = engine.make_plan(stage, seed=3, jobs=tmp_path / "jobs")
+    assert engine.make_plan(stage, seed=3, jobs=tmp_path / "jobs").job == first.job
+    stage.suite.write_text(stage.suite.read_text() + "\n# changed\n")
+    assert engine.make_plan(stage, seed=3, jobs=tmp_path / "jobs").job != first.job
