@@ -42,7 +42,8 @@ def _(case):
     return 1
 
 
-@check(task="01.3", points=3, inputs=st.integers(1, 50).map(lambda n: {"n": n}), describe=lambda case: f"noise({case['n']})")
+@check(task="01.3", points=3, inputs=st.integers(1, 50).map(lambda n: {"n": n}),
+       describe=lambda case: f"noise({case['n']})")
 def noise_is_centred(tt, case):
     return np.asarray(tt.noise(case["n"]), dtype=np.float64)
 
@@ -110,7 +111,8 @@ def test_work_done_scores_full_marks_and_the_grader_fault_costs_nothing(stage, t
 
 
 def test_a_stub_names_its_task(stage, tmp_path):
-    code = GOOD.replace("    return 2 * np.asarray(x)", '    raise NotImplementedError("Task 01.1: double is not implemented yet")')
+    code = GOOD.replace("    return 2 * np.asarray(x)",
+                        '    raise NotImplementedError("Task 01.1: double is not implemented yet")')
     passed, message = outcome(grade(stage, tmp_path, code))["doubles"]
     assert not passed and message == "Task 01.1: double is not implemented yet"
 
@@ -126,12 +128,14 @@ def test_a_wrong_value_says_expected_and_got_and_the_public_sentence_hides_the_e
 def test_an_error_names_the_line_of_the_students_code(stage, tmp_path):
     code = GOOD.replace("    return 2 * np.asarray(x)", '    raise ValueError("bad axis")')
     passed, message = outcome(grade(stage, tmp_path, code))["doubles"]
-    assert not passed and "your code raised ValueError: bad axis (at __init__.py line" in message and "in double" in message
+    assert not passed and "in double" in message
+    assert "your code raised ValueError: bad axis (at __init__.py line" in message
 
 
 def test_an_endless_loop_costs_only_its_check_within_its_cpu_budget(stage, tmp_path):
     started = time.monotonic()
-    result = grade(stage, tmp_path, GOOD.replace("def halt():\n    return 1", "def halt():\n    while True:\n        pass"))
+    endless = GOOD.replace("def halt():\n    return 1", "def halt():\n    while True:\n        pass")
+    result = grade(stage, tmp_path, endless)
     assert time.monotonic() - started < 20
     passed, message = outcome(result)["halts"]
     assert not passed and "more than 1 s of CPU time" in message and "__init__.py line" in message

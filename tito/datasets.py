@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,7 @@ def verified_path(name: str, directory: Path | None = None) -> Path:
     return path
 
 
-def load(name: str, directory: Path | None = None):
+def load(name: str, directory: Path | None = None) -> Any:
     """mnist/fashion_mnist: dict of uint8 arrays x_train, y_train, x_test, y_test;
     digits: (x (1797, 64) uint8, y (1797,) uint8); shakespeare: the text as a str."""
     path = verified_path(name, directory)

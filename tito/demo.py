@@ -10,8 +10,8 @@ from __future__ import annotations
 import sys
 
 from tito import console
-from tito.milestones import MILESTONES
 from tito.main import main as tito
+from tito.milestones import MILESTONES
 from tito.project import find_root, stages
 
 
@@ -26,7 +26,8 @@ def main() -> int:
     reference = {n: tito(["test", n, "--reference"]) for n in numbers}
     student = {n: tito(["test", n]) for n in numbers}
     short = [n for n, status in reference.items() if status != 0]
-    console.info(f"reference solutions: {'full marks on every stage' if not short else 'points lost on ' + ', '.join(short)}; "
+    lost = "full marks on every stage" if not short else "points lost on " + ", ".join(short)
+    console.info(f"reference solutions: {lost}; "
                  f"student notebooks: full marks on {sum(s == 0 for s in student.values())} of {len(numbers)} stages")
     missed = [name for name, milestone in MILESTONES.items()
               if milestone.stage in numbers and tito(["milestone", name, "--reference"]) != 0]

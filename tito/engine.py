@@ -21,6 +21,7 @@ from typing import Any
 from tito import sandbox
 from tito.project import Stage
 from tito.shipped import wire
+from tito.shipped.checklib import Check
 from tito.suite import compute_slice, load_checks, shipped_checklib
 
 SHIPPED = Path(__file__).with_name("shipped")
@@ -70,7 +71,7 @@ def stage_seed(key: str, stage: Stage) -> int:
 @dataclass
 class Plan:
     stage: Stage
-    checks: list
+    checks: list[Check]
     cases: dict[str, list[dict]]
     seed: int
     job: Path  # lib/ (runner, wire, checklib, compute slice) and work.json: read-only to every box
@@ -80,10 +81,11 @@ class Plan:
     def max_score(self) -> float:
         return sum(check.points for check in self.checks)
 
-    def expected(self, check, index: int) -> Any:
+    def expected(self, check: Check, index: int) -> Any:
         """The right answer for one case, computed here once (numpy or finite differences)."""
         key = (check.name, index)
         if key not in self._expected:
+            assert check._expected is not None, f"check {check.name} has neither expected() nor verdict()"
             self._expected[key] = check._expected(self.cases[check.name][index])
         return self._expected[key]
 
@@ -96,7 +98,7 @@ def _size(value: Any) -> int:
     return int(getattr(value, "size", 1))
 
 
-def draw_cases(check, examples: int, seed: int) -> list[dict]:
+def draw_cases(check: Check, examples: int, seed: int) -> list[dict]:
     """`examples` cases of a check, the same for the same seed; smallest first, so that the first failing
     case, which decides the message, is a small one."""
     if check.inputs is None:
@@ -144,7 +146,7 @@ def make_plan(stage: Stage, *, seed: int, jobs: Path, examples: int | None = Non
     return Plan(stage, checks, cases, seed, job)
 
 
-def _write_job(job: Path, stage: Stage, checks: list, cases: dict[str, list[dict]]) -> None:
+def _write_job(job: Path, stage: Stage, checks: list[Check], cases: dict[str, list[dict]]) -> None:
     scratch = job.with_name(job.name + f".{time.monotonic_ns()}")
     (scratch / "lib").mkdir(parents=True)
     for name in SHIPPED_FILES:
@@ -266,7 +268,7 @@ def judge(plan: Plan, report: Report) -> list[CheckResult]:
     return [_judge_check(plan, check, report) for check in plan.checks]
 
 
-def _judge_check(plan: Plan, check, report: Report) -> CheckResult:
+def _judge_check(plan: Plan, check: Check, report: Report) -> CheckResult:
     def result(message: str = "", public: str | None = None, *, fault: bool = False) -> CheckResult:
         passed = not message or fault
         return CheckResult(check.name, check.task, check.points if passed else 0, check.points, passed,
@@ -308,7 +310,7 @@ def _judge_check(plan: Plan, check, report: Report) -> CheckResult:
     return result()
 
 
-def _failure(check, what: str, outcome: dict) -> str | None:
+def _failure(check: Check, what: str, outcome: dict) -> str | None:
     """The sentence for an outcome that is not an output, or None for an output to judge."""
     where = f" (at {_text(outcome['where'], 120)})" if outcome.get("where") else ""
     if "stub" in outcome:

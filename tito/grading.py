@@ -14,7 +14,7 @@ import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from tito import engine, package, sandbox
@@ -55,7 +55,7 @@ def course_key(where: Path, out: Path, seed: int | None) -> tuple[str, str]:
     return keeper.read_text(encoding="utf-8").strip(), str(keeper)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _reference_module(stage: Stage) -> tuple[str, str]:
     _, path, code = package.stage_module(stage, read_source(stage), stage.relative(stage.source), reference=True)
     return path, code
@@ -175,7 +175,8 @@ def write_reports(out: Path, grades: list[Grade], plans: dict[str, engine.Plan],
             if not lost:
                 lines.append("- every check passed")
             lines.append("")
-        (feedback / feedback_filename(student)).write_text("\n".join(lines), encoding="utf-8", errors="backslashreplace")
+        (feedback / feedback_filename(student)).write_text("\n".join(lines), encoding="utf-8",
+                                                           errors="backslashreplace")
     lines = ["# Class summary", "", f"Protection in force: {sandbox.describe(isolation)}.",
              f"Seeds: {', '.join(f'stage {n} {p.seed}' for n, p in plans.items())} (course key from {key_source}).", ""]
     faults = [g for g in grades if g.fault]

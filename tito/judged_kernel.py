@@ -16,7 +16,6 @@ import ctypes
 import json
 import os
 import queue
-import secrets
 import shlex
 import shutil
 import signal
@@ -29,7 +28,8 @@ from pathlib import Path
 
 from tito import engine, grading, package, sandbox
 from tito.nbgrader_judge import SOCKET_VARIABLE
-from tito.project import find_root, stage as find_stage
+from tito.project import find_root
+from tito.project import stage as find_stage
 
 PR_SET_PDEATHSIG = 1
 
@@ -82,7 +82,8 @@ def _serve(judge: Judge, path: str) -> socketserver.UnixStreamServer:
             try:
                 reply = judge.answer(json.loads(self.rfile.readline(1 << 16)))
             except Exception as error:  # the cell shows it; the grade is 0 for this task
-                reply = {"score": 0.0, "messages": [f"the judge could not grade this task: {type(error).__name__}: {error}"]}
+                reason = f"the judge could not grade this task: {type(error).__name__}: {error}"
+                reply = {"score": 0.0, "messages": [reason]}
             self.wfile.write(json.dumps(reply).encode() + b"\n")
 
     server = socketserver.ThreadingUnixStreamServer(path, Handler)
@@ -155,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     connection_file = argv[argv.index("-f") + 1]
     root = find_root()
     folder = Path.cwd()
-    course = folder.parents[2] if len(folder.parents) > 2 and (folder.parents[2] / "nbgrader_config.py").exists() else None
+    in_course = len(folder.parents) > 2 and (folder.parents[2] / "nbgrader_config.py").exists()
+    course = folder.parents[2] if in_course else None
     judge = Judge(root, course)
     level = "namespaces" if sys.platform == "linux" and shutil.which("unshare") else "limits"
     if level == "limits":

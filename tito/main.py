@@ -47,7 +47,8 @@ def parser() -> argparse.ArgumentParser:
     test.add_argument("--reference", action="store_true", help="grade the reference solutions instead")
     test.add_argument("--json", action="store_true", help="print one JSON object with the results")
     test.add_argument("--timeout", type=_seconds, default=600.0, help="seconds before the run is stopped")
-    test.add_argument("--seed", type=int, help="draw the cases `tito grade --seed S` draws (default: the feedback cases)")
+    test.add_argument("--seed", type=int,
+                      help="draw the cases `tito grade --seed S` draws (default: the feedback cases)")
 
     commands.add_parser("status", help="one row per stage: notebook, tasks done, last score")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from nbgrader.preprocessors import DeduplicateIds
 
 
@@ -11,7 +13,7 @@ class DropDuplicateIds(DeduplicateIds):
     metadata check then rejects as "an old version of the nbgrader metadata format", failing the whole
     submission (nbgrader 0.9)."""
 
-    def preprocess_cell(self, cell, resources, cell_index):
+    def preprocess_cell(self, cell: Any, resources: dict, cell_index: int) -> tuple[Any, dict]:
         cell, resources = super().preprocess_cell(cell, resources, cell_index)
         if cell.metadata.get("nbgrader") == {}:
             del cell.metadata["nbgrader"]

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -111,8 +112,8 @@ def _bwrap_prefix(slot: int, limits: Limits) -> list[str]:
                 command += ["--perms", "0755", "--dir", str(parent)]
     for path in interpreter_paths():
         command += ["--ro-bind", str(path), str(path)]
-    command += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
-                "--chdir", "/tmp", "--clearenv"]
+    command += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(limits.tmp_bytes),
+                "--tmpfs", "/tmp", "--chdir", "/tmp", "--clearenv"]
     if root:  # a user id of its own: it owns nothing outside, and RLIMIT_NPROC counts only its processes
         uid = SANDBOX_UID_BASE + slot
         command += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
@@ -138,7 +139,7 @@ def _user_processes() -> int:
     return count
 
 
-def _limiter(limits: Limits, isolation: str):
+def _limiter(limits: Limits, isolation: str) -> Callable[[], None]:
     # for a non-root grader RLIMIT_NPROC counts all of its own processes: allow those running now
     processes = limits.processes if os.geteuid() == 0 else _user_processes() + limits.processes
     cpu = int(limits.wall_seconds) + 5

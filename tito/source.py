@@ -24,7 +24,8 @@ BEGIN_SOLUTION = re.compile(r"^(?P<indent>\s*)### BEGIN SOLUTION (?P<task>\d\d\.
 END_SOLUTION = re.compile(r"^\s*### END SOLUTION\s*$")
 BEGIN_STUDENT = re.compile(r"^\s*### BEGIN YOUR SOLUTION \(Task \d\d\.\d+\)\s*$")
 END_STUDENT = re.compile(r"^\s*### END YOUR SOLUTION\s*$")
-STUB_RAISE = re.compile(r'raise NotImplementedError\("Task (?P<task>\d\d\.\d+): (?P<name>.+?) is not implemented yet"\)')
+STUB_RAISE = re.compile(
+    r'raise NotImplementedError\("Task (?P<task>\d\d\.\d+): (?P<name>.+?) is not implemented yet"\)')
 DIRECTIVE = re.compile(r"^#\|\s*(?P<name>[\w-]+)\s*(?P<value>.*?)\s*$")
 NBFORMAT_MINOR = 5
 
@@ -98,7 +99,8 @@ def read_source(stage: Stage) -> Any:
     try:
         return jupytext.read(stage.source, fmt="py:percent")
     except Exception as error:
-        raise TitoError(f"{stage.relative(stage.source)} could not be read as a jupytext percent file: {error}")
+        raise TitoError(f"{stage.relative(stage.source)} could not be read as a jupytext percent file: "
+                        f"{error}") from None
 
 
 def read_notebook(stage: Stage) -> Node:

@@ -3,6 +3,7 @@ students made, maybe with hostile intent, so nothing here follows a link, blocks
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -12,7 +13,7 @@ from collections import deque
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from tito.errors import TitoError
 
@@ -134,7 +135,7 @@ def _folder_candidates(folder: Path, notes: list[str]) -> list[_Candidate]:
     """The notebooks in a student's folder, searched breadth first so that a deep or huge tree (a virtual
     environment, a data set) uses up the bounds only after the shallow notebooks were found."""
     candidates: list[_Candidate] = []
-    pending = deque([(folder, (folder.name,))])
+    pending: deque[tuple[Path, tuple[str, ...]]] = deque([(folder, (folder.name,))])
     visited, too_deep = 0, False
     while pending:
         path, parts = pending.popleft()
@@ -159,7 +160,7 @@ def _folder_candidates(folder: Path, notes: list[str]) -> list[_Candidate]:
                         if stat.S_ISLNK(mode):
                             notes.append(f"{_shown(here)} is a symbolic link, which is never followed")
                         else:
-                            candidates.append(_Candidate(here, lambda limit, p=Path(entry.path): _read_file(p, limit)))
+                            candidates.append(_Candidate(here, functools.partial(_read_file, Path(entry.path))))
         except OSError as error:
             notes.append(f"{_shown(parts)} could not be read ({error.strerror})")
     if too_deep:
@@ -178,8 +179,8 @@ def _read_zip(path: Path, stages: Collection[str], notes: list[str]) -> dict[str
 
 def _open_zip(stream: BinaryIO) -> zipfile.ZipFile:
     try:
-        end = zipfile._EndRecData(stream)  # zipfile's own reader of the end record: private, stable for decades
-        if end and end[zipfile._ECD_SIZE] > MAX_ZIP_DIRECTORY_BYTES:
+        end = zipfile._EndRecData(stream)  # type: ignore[attr-defined]  # zipfile's own reader of the end record: private, stable for decades
+        if end and end[zipfile._ECD_SIZE] > MAX_ZIP_DIRECTORY_BYTES:  # type: ignore[attr-defined]
             raise _Unreadable("lists too many files to be read; zip only the notebooks")
         return zipfile.ZipFile(stream)
     except _Unreadable:
@@ -205,7 +206,7 @@ def _zip_candidates(archive: zipfile.ZipFile, name: str, notes: list[str]) -> li
         elif member.compress_type not in READABLE_COMPRESSIONS:
             notes.append(f"{_shown(here)} is compressed with a method other than deflate, so it was not read")
         else:
-            candidates.append(_Candidate(here, lambda limit, m=member: _read_member(archive, m, limit)))
+            candidates.append(_Candidate(here, functools.partial(_read_member, archive, member)))
     return candidates
 
 
@@ -246,9 +247,10 @@ def _read_file(path: Path, limit: int) -> bytes:
             raise _Unreadable(f"could not be read ({error.strerror})") from error
 
 
-def _read_capped(stream: BinaryIO, limit: int) -> bytes:
+def _read_capped(stream: IO[bytes], limit: int) -> bytes:
     """The whole stream, read in chunks so that no size a header claims can make it read past limit + 1 bytes."""
-    chunks, size = [], 0
+    chunks: list[bytes] = []
+    size = 0
     while size <= limit:
         chunk = stream.read(min(CHUNK_BYTES, limit + 1 - size))
         if not chunk:

@@ -29,6 +29,7 @@ def load_checks(stage: Stage) -> list:
     checklib = shipped_checklib()
 
     spec = importlib.util.spec_from_file_location(f"_tito_suite_{stage.name}", stage.suite)
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     checks = [value for name, value in vars(module).items()

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from tito import console
 from tito.errors import TitoError
-from tito.project import find_root, stage as find_stage, stages
+from tito.project import Stage, find_root, stages
+from tito.project import stage as find_stage
 from tito.source import edited_since_generated, notebook_text, read_notebook, student_notebook
 
 
@@ -43,7 +44,7 @@ def build(names: list[str], *, check: bool = False, force: bool = False) -> int:
     return 1 if problems else 0
 
 
-def _holds_student_work(stage) -> bool:
+def _holds_student_work(stage: Stage) -> bool:
     """True unless the notebook on disk is exactly as it was generated (outputs aside)."""
     try:
         return edited_since_generated(read_notebook(stage))

@@ -13,6 +13,7 @@ import json
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import nbformat
 
@@ -35,7 +36,9 @@ c.CourseDirectory.course_id = "tinytorch"
 c.Exchange.root = os.path.join(here, "exchange")  # students fetch and submit with --Exchange.root=<this>
 
 # Stubs in the released notebooks (nbgrader replaces each solution region with this).
-c.ClearSolutions.code_stub = {{"python": "### BEGIN YOUR SOLUTION\\nraise NotImplementedError(\\"not implemented yet\\")\\n### END YOUR SOLUTION"}}
+c.ClearSolutions.code_stub = {{"python": "### BEGIN YOUR SOLUTION\\n"
+                                        "raise NotImplementedError(\\"not implemented yet\\")\\n"
+                                        "### END YOUR SOLUTION"}}
 
 # Autograde runs every notebook in a kernel sandboxed by tito: {protection}
 # The graded cells ask a judge outside that sandbox for their scores.
@@ -58,7 +61,7 @@ c.Autograde.sanitize_preprocessors = [ClearOutput, DropDuplicateIds, OverwriteKe
 '''
 
 
-def _nbgrader(cell, **flags) -> None:
+def _nbgrader(cell: Any, **flags: Any) -> None:
     meta = {"grade": False, "solution": False, "locked": False, "schema_version": 3}
     meta.update(flags)
     cell.metadata["nbgrader"] = meta
@@ -132,7 +135,8 @@ def write_course(root: Path, course: Path) -> list[str]:
     course.mkdir(parents=True, exist_ok=True)
     config = course / "nbgrader_config.py"
     if not config.exists():
-        config.write_text(CONFIG.format(kernel=KERNEL_NAME, protection=sandbox.describe("bwrap" if sandbox.bwrap_available() else "none")),
+        protection = sandbox.describe("bwrap" if sandbox.bwrap_available() else "none")
+        config.write_text(CONFIG.format(kernel=KERNEL_NAME, protection=protection),
                           encoding="utf-8")
         written.append(str(config))
     (course / "exchange").mkdir(exist_ok=True)
@@ -161,5 +165,6 @@ def init(directory: Path) -> int:
     if not sandbox.bwrap_available():
         console.warn("bubblewrap is missing: during autograde the judge grades without a sandbox; install it "
                      "(Debian/Ubuntu: `sudo apt install bubblewrap`)")
-    console.info(f"next: cd {course} && nbgrader generate_assignment 01_tensor && nbgrader release_assignment 01_tensor")
+    console.info(f"next: cd {course} && nbgrader generate_assignment 01_tensor && "
+                 "nbgrader release_assignment 01_tensor")
     return 0

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from tito import console, package
 from tito.errors import TitoError
-from tito.project import find_root, stage as find_stage, stages
+from tito.project import find_root, stages
+from tito.project import stage as find_stage
 
 
 def export(stage: str | None, *, reference: bool = False) -> int:

@@ -15,7 +15,9 @@ from pathlib import Path
 
 from tito import console, engine, grading, sandbox, submissions
 from tito.errors import TitoError
-from tito.project import find_root, stage as find_stage, stages as all_stages
+from tito.project import find_root
+from tito.project import stage as find_stage
+from tito.project import stages as all_stages
 
 
 def grade(where: Path, *, stages: list[str] | None = None, isolated: bool = False, jobs: int = 1,

@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 
 from tito import console, engine, package, sandbox
-from tito.project import Stage, find_root, stage as find_stage, stages
+from tito.project import Stage, find_root, stages
+from tito.project import stage as find_stage
 
 FEEDBACK_KEY = "feedback"  # the course key of `tito test` without --seed: its cases differ from official ones
 
@@ -22,10 +23,10 @@ def test(stage: str, *, reference: bool = False, as_json: bool = False, seed: in
     # the reference is exported whole, once: it imports fine past any stage
     exports = package.export(root, stages(root)[-1] if reference else chosen, reference=reference)
     if reference:
-        exports = [result for result in exports if result.stage.number <= chosen.number]
+        exports = [exported for exported in exports if exported.stage.number <= chosen.number]
     if as_json:
-        for result in exports:
-            for sentence in result.broken_cells:
+        for exported in exports:
+            for sentence in exported.broken_cells:
                 console.warn(sentence)
     else:
         package.report(exports, reference=reference)

@@ -13,8 +13,9 @@ but plain data; the trusted parent draws and judges, the box only computes:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

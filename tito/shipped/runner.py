@@ -13,6 +13,8 @@ timeout, after which the check stops). It decides nothing; the trusted parent ju
 import os
 import signal
 import sys
+from types import FrameType, TracebackType
+from typing import Any
 
 
 class OverBudget(BaseException):
@@ -23,7 +25,7 @@ class OverBudget(BaseException):
         self.kind = kind  # "cpu" or "wall"
 
 
-def _expire(signum, frame):
+def _expire(signum: int, frame: FrameType | None) -> None:
     raise OverBudget("cpu" if signum == signal.SIGPROF else "wall")
 
 
@@ -42,7 +44,7 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text.splitlines()[0] if text else '(no message)'}"[:500]
 
 
-def _where(trace, package: str) -> str:
+def _where(trace: TracebackType | None, package: str) -> str:
     """`core/tensor.py line 57, in sum`: the innermost frame of the package under test, if any."""
     found = ""
     while trace is not None:
@@ -53,7 +55,7 @@ def _where(trace, package: str) -> str:
     return found.removeprefix("tinytorch/")
 
 
-def _frame_where(frame, package: str) -> str:
+def _frame_where(frame: FrameType | None, package: str) -> str:
     while frame is not None:
         code = frame.f_code
         if code.co_filename.startswith(package + os.sep):
@@ -63,7 +65,7 @@ def _frame_where(frame, package: str) -> str:
     return ""
 
 
-def _run_check(check: dict, compute, tt, package: str, wire) -> list:
+def _run_check(check: dict, compute: Any, tt: Any, package: str, wire: Any) -> list:
     outcomes = []
     try:
         _arm(check["cpu"], check["wall"])
@@ -113,14 +115,15 @@ def main(job: str, package: str, first: int, report_fd: int, paths: list) -> Non
     try:
         _arm(work["import_cpu"], work["import_wall"])
         import compute_slice
+
         import tinytorch as tt
         _disarm()
     except OverBudget as budget:
         _disarm()
-        frame = budget.__traceback__
-        while frame.tb_next is not None:
-            frame = frame.tb_next
-        emit({"import_timeout": budget.kind, "where": _frame_where(frame.tb_frame, package)})
+        trace = budget.__traceback__
+        while trace is not None and trace.tb_next is not None:
+            trace = trace.tb_next
+        emit({"import_timeout": budget.kind, "where": _frame_where(trace.tb_frame if trace else None, package)})
         return
     except BaseException as error:  # the package under test may raise anything on import
         _disarm()
