@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import nbformat
-
 from conftest import REPO, stage_numbers, tito
 from student import edit_cell, fill
 

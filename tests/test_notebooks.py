@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import nbformat
 import pytest
+from conftest import stage_numbers, tito
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
-
-from conftest import stage_numbers, tito
 from student import fill
 
 
