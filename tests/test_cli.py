@@ -7,8 +7,11 @@ import subprocess
 import sys
 
 import nbformat
+import pytest
 from conftest import REPO, stage_numbers, tito
 from student import edit_cell, fill
+
+pytestmark = pytest.mark.slow  # real subprocesses end to end: left out by make test-fast
 
 FIRST = stage_numbers()[0]
 

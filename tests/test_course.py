@@ -47,6 +47,8 @@ def solution_cell(notebook, text: str) -> int:
 
 READS_SECRETS = f'''
 import glob, os
+
+pytestmark = pytest.mark.slow  # real subprocesses end to end: left out by make test-fast
 for pattern in [{str(REPO / "autograder" / "*.py")!r}, {str(REPO / "solutions" / "*" / "*.py")!r},
                 "../../../gradebook.db", "../../../source/*/*.ipynb", "../../../release/*/*.ipynb"]:
     for path in glob.glob(pattern):

@@ -7,6 +7,8 @@ import pytest
 from conftest import stage_numbers, tito
 from student import fill
 
+pytestmark = pytest.mark.slow  # real subprocesses end to end: left out by make test-fast
+
 STAGES = stage_numbers()
 
 

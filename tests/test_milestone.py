@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from conftest import tito
+
+pytestmark = pytest.mark.slow  # real subprocesses end to end: left out by make test-fast
 
 
 def test_the_reference_mlp_reaches_its_target_on_mnist(shared_course):

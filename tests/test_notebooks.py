@@ -10,6 +10,8 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 from student import fill
 
+pytestmark = pytest.mark.slow  # real subprocesses end to end: left out by make test-fast
+
 
 def _notebooks(course):
     for stage in stage_numbers():

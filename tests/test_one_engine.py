@@ -13,6 +13,8 @@ import pytest
 from conftest import REPO, copy_course, tito
 from student import edit_cell, fill
 
+pytestmark = pytest.mark.slow  # real subprocesses end to end: left out by make test-fast
+
 STAGE = "01_tensor"
 SEED = "11"
 

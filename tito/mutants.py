@@ -16,10 +16,11 @@ import tempfile
 import threading
 import time
 import tokenize
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any
 
 from tito import engine, sandbox
 from tito.errors import TitoError
@@ -87,19 +88,20 @@ class _Cell:
         return self.starts[line - 1] + column
 
     def _ast_offset(self, line: int, byte_column: int) -> int:
-        # AST columns count UTF-8 bytes; a comment with an arrow before the code must not shift them
+        # AST columns count UTF-8 bytes: non-ASCII text earlier on the line (an ε in a string) must not shift them
         text = self.lines[line - 1]
         return self.offset(line, len(text.encode()[:byte_column].decode(errors="ignore")))
 
-    def span(self, node: ast.AST) -> tuple[int, int]:
-        return (self._ast_offset(node.lineno, node.col_offset),
-                self._ast_offset(node.end_lineno, node.end_col_offset))
+    def span(self, node: ast.expr | ast.stmt) -> tuple[int, int]:
+        end_line, end_column = node.end_lineno, node.end_col_offset
+        assert end_line is not None and end_column is not None  # always set by ast.parse
+        return self._ast_offset(node.lineno, node.col_offset), self._ast_offset(end_line, end_column)
 
-    def text(self, node: ast.AST) -> str:
+    def text(self, node: ast.expr) -> str:
         start, end = self.span(node)
         return self.source[start:end]
 
-    def between(self, symbol: str, left: ast.AST, right: ast.AST) -> tuple[int, int] | None:
+    def between(self, symbol: str, left: ast.expr, right: ast.expr) -> tuple[int, int] | None:
         """The span of operator `symbol` (one or two tokens, e.g. "is not") between two nodes."""
         low, high = self.span(left)[1], self.span(right)[0]
         words = symbol.split()
@@ -129,7 +131,7 @@ def _nodes(tree: ast.AST) -> Iterator[tuple[ast.AST, ast.AST | None]]:
                     stack.append((child, node))
 
 
-def _is_text(node: ast.AST) -> bool:
+def _is_text(node: ast.expr) -> bool:
     return isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str))
 
 
@@ -306,10 +308,10 @@ def cell_mutations(source: str, index: int = 0, first_line: int = 1) -> list[Mut
     return list(found.values())
 
 
-def stage_mutations(stage: Stage, notebook=None) -> tuple[list[Mutation], int]:
+def stage_mutations(stage: Stage, notebook: Any = None) -> tuple[list[Mutation], int]:
     """Every mutation of the stage's exported solution regions that compiles, in file order, and the
     number left out because the mutated cell does not compile."""
-    notebook = notebook or read_source(stage)
+    notebook = read_source(stage) if notebook is None else notebook
     first_lines = _first_lines(stage.source.read_text(encoding="utf-8"), notebook.cells)
     kept, broken = [], 0
     for index, cell in enumerate(notebook.cells):
@@ -378,7 +380,7 @@ class MutationRun:
 _BUILDING = threading.Lock()
 
 
-def _with_cell(notebook, index: int, source: str) -> Node:
+def _with_cell(notebook: Any, index: int, source: str) -> Node:
     """A copy of the notebook with one cell's source replaced; the other cells are shared."""
     cells = list(notebook.cells)
     cells[index] = Node(cell_type="code", source=source, metadata={})
@@ -407,7 +409,7 @@ def run_mutants(root: Path, stage: Stage, mutations: list[Mutation], *, workers:
     plan = engine.make_plan(stage, seed=engine.stage_seed(SEED_KEY, stage), jobs=root / ".tito" / "jobs")
     limits = sandbox.Limits(wall_seconds=wall_seconds)
 
-    def grade(variant) -> engine.StageResult:
+    def grade(variant: Any) -> engine.StageResult:
         with tempfile.TemporaryDirectory(prefix="tito-mutant-") as folder:
             with _BUILDING:
                 _, path, code = stage_module(stage, variant, origin, reference=True)
@@ -428,7 +430,7 @@ def run_mutants(root: Path, stage: Stage, mutations: list[Mutation], *, workers:
                         f"on the mutation cases (failing: {failed}); fix it before measuring the suite")
     pool = ThreadPoolExecutor(max_workers=workers)
     try:
-        futures = {pool.submit(grade_mutant, mutation): mutation for mutation in mutations}
+        futures = [pool.submit(grade_mutant, mutation) for mutation in mutations]
         for done, future in enumerate(as_completed(futures), start=1):
             if progress:
                 progress(done, len(mutations), future.result())

@@ -7,8 +7,10 @@ error. A survivor is a gap in the suite or an equivalent mutant: its diff says w
 
 from __future__ import annotations
 
-from tito import console, mutants as mutation
-from tito.project import find_root, stage as find_stage
+from tito import console
+from tito import mutants as mutation
+from tito.project import find_root
+from tito.project import stage as find_stage
 
 REQUIRED_RATE = 0.9
 
