@@ -716,14 +716,17 @@ def _(case):
 
 @check(task="01.11", points=1, inputs=reshape_case(), describe=reshape_words)
 def reshape_is_a_view(tt, case):
-    """reshape of a contiguous tensor shares its memory (a view, no copy)."""
+    """reshape of a contiguous tensor shares its memory (a view, no copy): what is written through the
+    tensor is read through the reshaped one."""
     t = tt.Tensor(case["x"])
-    return bool(np.shares_memory(call_reshape(t, case).data, t.data))
+    view = call_reshape(t, case)
+    np.copyto(t.data, np.arange(t.data.size).reshape(t.data.shape))  # write through the original
+    return np.array(view.data)  # the values seen through the view
 
 
 @reshape_is_a_view.expected
 def _(case):
-    return True
+    return np.arange(case["x"].size, dtype=case["x"].dtype).reshape(np.reshape(case["x"], tuple(case["shape"])).shape)
 
 
 @check(task="01.11", points=1,
@@ -926,15 +929,19 @@ def stepped_slice_case(draw):
 @check(task="01.13", points=1, inputs=stepped_slice_case(),
        describe=lambda c: f"t{index_words(c['index'])} for {tensor_words(c['x'])}")
 def slicing_is_a_view(tt, case):
-    """A slice is a view: same memory, the stride multiplied by the step."""
+    """A slice is a view: same memory (what is written through the tensor is read through the slice), the
+    stride multiplied by the step."""
     t = tt.Tensor(case["x"])
     view = t[decode_index(case["index"])]
-    return {"stride": list(view.stride()), "shares memory": bool(np.shares_memory(view.data, t.data))}
+    np.copyto(t.data, np.arange(t.data.size).reshape(t.data.shape))  # write through the original
+    return {"stride": list(view.stride()), "values seen through the slice": np.array(view.data)}
 
 
 @slicing_is_a_view.expected
 def _(case):
-    return {"stride": strides_in_elements(case["x"][decode_index(case["index"])]), "shares memory": True}
+    written = np.arange(case["x"].size, dtype=case["x"].dtype).reshape(case["x"].shape)
+    return {"stride": strides_in_elements(case["x"][decode_index(case["index"])]),
+            "values seen through the slice": written[decode_index(case["index"])]}
 
 
 # --- 01.14 factories -------------------------------------------------------------------------------

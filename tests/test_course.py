@@ -17,6 +17,8 @@ import pytest
 from conftest import REPO, stage_numbers, tito
 from student import fill_nbgrader_release
 
+pytestmark = pytest.mark.slow  # real nbgrader, kernels and sandboxes end to end: left out by make test-fast
+
 BIN = Path(sys.executable).parent
 STAGES = [p.name for p in sorted((REPO / "solutions").iterdir()) if p.name[:2] in stage_numbers()]
 
@@ -48,7 +50,6 @@ def solution_cell(notebook, text: str) -> int:
 READS_SECRETS = f'''
 import glob, os
 
-pytestmark = pytest.mark.slow  # real subprocesses end to end: left out by make test-fast
 for pattern in [{str(REPO / "autograder" / "*.py")!r}, {str(REPO / "solutions" / "*" / "*.py")!r},
                 "../../../gradebook.db", "../../../source/*/*.ipynb", "../../../release/*/*.ipynb"]:
     for path in glob.glob(pattern):

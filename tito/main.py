@@ -8,7 +8,6 @@ import os
 import sys
 from pathlib import Path
 
-from tito import console
 from tito.errors import TitoError
 
 
@@ -125,10 +124,12 @@ def main(argv: list[str] | None = None) -> int:
         args = parser().parse_args(argv)
         return _dispatch(args)
     except TitoError as error:
+        from tito import console
+
         console.error(str(error))
         return error.code
-    except KeyboardInterrupt:
-        console.error("interrupted")
+    except KeyboardInterrupt:  # at any moment, imports included: one line, no traceback
+        print("tito: interrupted", file=sys.stderr)
         return 130
 
 
