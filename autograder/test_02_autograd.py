@@ -35,6 +35,65 @@ def _gradients(tt, fn, inputs, grad_output):
     return [None if leaf.grad is None else leaf.grad.numpy() for leaf in leaves]
 
 
+def _own_ops(tt):
+    """Functions written here on tt.Function (02.1), with their own backwards: Times (a * b), Plus (a + b),
+    Minus (a - b), Divide (a / b) for operands of one shape or a Python number, and Total (the sum of every
+    element). The checks of the engine (02.2, 02.3) build their graphs from these, so that they need the
+    engine alone and no backward of the student's ops (02.7 on)."""
+
+    class Times(tt.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            ctx.save_for_backward(a, b)
+            return a * b
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            a, b = ctx.saved_tensors
+            return grad_output * b, grad_output * a
+
+    class Plus(tt.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            return a + b
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            return grad_output, grad_output
+
+    class Minus(tt.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            return a - b
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            return grad_output, -grad_output
+
+    class Divide(tt.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            ctx.save_for_backward(a, b)
+            return a / b
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            a, b = ctx.saved_tensors
+            return grad_output / b, -grad_output * a / (b * b)
+
+    class Total(tt.Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.shape = np.shape(a)
+            return np.asarray(np.sum(a))
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            return (np.broadcast_to(grad_output, ctx.shape).copy(),)
+
+    return Times, Plus, Minus, Divide, Total
+
+
 @st.composite
 def _case(draw, fn, *input_strategies, names=("a", "b")):
     """A case {names...: arrays, "g": upstream gradient of fn's output shape}."""
@@ -77,7 +136,7 @@ def _(case):
             for name in ["x * c", "c * c", "c + 1", "2 * x", "(x * c).sum()", "c.exp()"]}
 
 
-@check(task="02.1", points=2, **GRAD_TOL,
+@check(task="02.3", points=2, **GRAD_TOL,
        inputs=shapes(max_dims=3).flatmap(lambda shape: st.fixed_dictionaries({
            "x": floats_arrays(shape), "scale": st.floats(-3, 3), "g": upstream(shape)})),
        describe=lambda case: f"a Function subclass y = scale * x³ (scale a keyword param) applied to x of "
@@ -111,14 +170,16 @@ def _(case):
     return [scale * x ** 3, "float32", case["g"] * scale * 3 * x ** 2, ["ndarray", "int"]]
 
 
-@check(task="02.1", points=1, **GRAD_TOL,
+@check(task="02.3", points=1, **GRAD_TOL,
        inputs=shapes(max_dims=2).flatmap(lambda shape: st.fixed_dictionaries({
            "x": floats_arrays(shape), "g": upstream(shape)})),
-       describe=lambda case: f"x * x.detach() for x of shape {case['x'].shape}: [requires_grad of x.detach(), x.grad]")
+       describe=lambda case: f"Times(x, x.detach()).backward(g) (Times: a Function of the check's own, a * b) for x "
+                             f"of shape {case['x'].shape}: [requires_grad of x.detach(), x.grad]")
 def detach_stops_the_gradient(tt, case):
+    times = _own_ops(tt)[0]
     x = tt.Tensor(case["x"], requires_grad=True)
     constant = x.detach()
-    (x * constant).backward(tt.Tensor(case["g"]))
+    times.apply(x, constant).backward(tt.Tensor(case["g"]))
     return [bool(constant.requires_grad), x.grad.numpy()]
 
 
@@ -179,13 +240,15 @@ def _(case, output):
         raise CheckFailed(f"{what}: the root {root} must come last, got {output}")
 
 
-@check(task="02.2", points=3, timeout=15, **GRAD_TOL,
-       describe=lambda case: "y = x; 20,000 times (20 times Python's recursion limit) y = y * 1.00001; y.backward(ones): x.grad")
+@check(task="02.3", points=3, timeout=15, **GRAD_TOL,
+       describe=lambda case: "y = x; 20,000 times (20 times Python's recursion limit) y = Times(y, 1.00001) "
+                             "(a Function of the check's own, a * b); y.backward(ones): x.grad")
 def backward_through_a_20000_op_chain(tt, case):
+    times = _own_ops(tt)[0]
     x = tt.Tensor(np.ones(3), requires_grad=True)
     y = x
     for _ in range(20_000):
-        y = y * 1.00001
+        y = times.apply(y, 1.00001)
     y.backward(tt.Tensor(np.ones(3)))
     return x.grad.numpy()
 
@@ -195,13 +258,15 @@ def _(case):
     return np.full(3, np.float64(1.00001) ** 20_000)
 
 
-@check(task="02.2", points=2, timeout=10,
-       describe=lambda case: "y = x; 50 times y = y + y (2**50 paths to x): x.grad")
+@check(task="02.3", points=2, timeout=10,
+       describe=lambda case: "y = x; 50 times y = Plus(y, y) (a Function of the check's own, a + b; 2**50 paths "
+                             "to x): x.grad")
 def backward_visits_a_shared_node_once(tt, case):
+    plus = _own_ops(tt)[1]
     x = tt.Tensor(np.array([1.5, -2.0]), requires_grad=True)
     y = x
     for _ in range(50):
-        y = y + y
+        y = plus.apply(y, y)
     y.backward(tt.Tensor(np.ones(2)))
     return x.grad.numpy()
 
@@ -218,10 +283,12 @@ def _(case):
 @check(task="02.3", points=1, **GRAD_TOL,
        inputs=shapes(max_dims=3).flatmap(lambda shape: st.fixed_dictionaries({
            "x": floats_arrays(shape), "w": signed_arrays(shape)})),
-       describe=lambda case: f"(x * w).sum().backward() without a grad argument, x of shape {case['x'].shape}")
+       describe=lambda case: f"Total(Times(x, w)).backward() without a grad argument (Times, Total: Functions of "
+                             f"the check's own, a * b and the sum of all elements), x of shape {case['x'].shape}")
 def backward_of_a_scalar_seeds_ones(tt, case):
+    times, _, _, _, total = _own_ops(tt)
     x = tt.Tensor(case["x"], requires_grad=True)
-    (x * tt.Tensor(case["w"])).sum().backward()
+    total.apply(times.apply(x, tt.Tensor(case["w"]))).backward()
     return x.grad.numpy()
 
 
@@ -258,16 +325,18 @@ def _(case):
        inputs=shapes(max_dims=3).flatmap(lambda shape: st.fixed_dictionaries({
            "x": floats_arrays(shape), "w": signed_arrays(shape), "g1": upstream(shape),
            "g2": upstream(shape), "g3": upstream(shape)})),
-       describe=lambda case: f"(x * w).backward(g) twice, then x.grad = None and once more, x of shape "
-                             f"{case['x'].shape}: [x.grad after two calls, x.grad after the reset]")
+       describe=lambda case: f"Times(x, w).backward(g) (Times: a Function of the check's own, a * b) twice, then "
+                             f"x.grad = None and once more, x of shape {case['x'].shape}: [x.grad after two calls, "
+                             f"x.grad after the reset]")
 def gradients_accumulate_across_calls_until_reset(tt, case):
+    times = _own_ops(tt)[0]
     x = tt.Tensor(case["x"], requires_grad=True)
     w = tt.Tensor(case["w"])
-    (x * w).backward(tt.Tensor(case["g1"]))
-    (x * w).backward(tt.Tensor(case["g2"]))
+    times.apply(x, w).backward(tt.Tensor(case["g1"]))
+    times.apply(x, w).backward(tt.Tensor(case["g2"]))
     after_two = x.grad.numpy().copy()
     x.grad = None
-    (x * w).backward(tt.Tensor(case["g3"]))
+    times.apply(x, w).backward(tt.Tensor(case["g3"]))
     return [after_two, x.grad.numpy()]
 
 
@@ -283,10 +352,14 @@ def _reused(x, y):
 @check(task="02.3", points=2, **GRAD_TOL,
        inputs=shapes(max_dims=2).flatmap(lambda shape: _case(_reused, floats_arrays(shape), floats_arrays(shape),
                                                             names=("x", "y"))),
-       describe=lambda case: f"x * x * y - x / (y * y + 1) + x + (x - y) * x (x used five times), shape "
-                             f"{case['x'].shape}: [x.grad, y.grad]")
+       describe=lambda case: f"x * x * y - x / (y * y + 1) + x + (x - y) * x (x used five times), built from "
+                             f"Functions of the check's own for *, /, +, -, shape {case['x'].shape}: [x.grad, y.grad]")
 def a_tensor_used_several_times_sums_its_gradients(tt, case):
-    return _gradients(tt, _reused, [case["x"], case["y"]], case["g"])
+    times, plus, minus, divide, _ = (op.apply for op in _own_ops(tt))
+
+    def reused(x, y):
+        return plus(plus(minus(times(times(x, x), y), divide(x, plus(times(y, y), 1.0))), x), times(minus(x, y), x))
+    return _gradients(tt, reused, [case["x"], case["y"]], case["g"])
 
 
 @a_tensor_used_several_times_sums_its_gradients.expected
@@ -295,12 +368,14 @@ def _(case):
 
 
 @check(task="02.3", points=2, timeout=10,
-       describe=lambda case: "s = x; 9,999 times s = s + x (x used 10,000 times); s.backward(ones): x.grad")
+       describe=lambda case: "s = x; 9,999 times s = Plus(s, x) (a Function of the check's own, a + b; x used "
+                             "10,000 times); s.backward(ones): x.grad")
 def backward_with_a_node_reused_10000_times(tt, case):
+    plus = _own_ops(tt)[1]
     x = tt.Tensor(np.array([0.5, -1.0, 2.0]), requires_grad=True)
     s = x
     for _ in range(9_999):
-        s = s + x
+        s = plus.apply(s, x)
     s.backward(tt.Tensor(np.ones(3)))
     return x.grad.numpy()
 
@@ -311,12 +386,14 @@ def _(case):
 
 
 @check(task="02.3", points=1,
-       describe=lambda case: "h = x * c; (h * h).sum().backward(): which of x, c, h have a .grad")
+       describe=lambda case: "h = Times(x, c); Total(Times(h, h)).backward() (Times, Total: Functions of the "
+                             "check's own, a * b and the sum of all elements): which of x, c, h have a .grad")
 def only_leaves_that_require_grad_get_a_grad(tt, case):
+    times, _, _, _, total = _own_ops(tt)
     x = tt.Tensor(np.array([1.0, 2.0]), requires_grad=True)
     c = tt.Tensor(np.array([3.0, 4.0]))
-    h = x * c
-    (h * h).sum().backward()
+    h = times.apply(x, c)
+    total.apply(times.apply(h, h)).backward()
     return {"x": x.grad is not None, "c": c.grad is not None, "h": h.grad is not None}
 
 
@@ -329,7 +406,7 @@ def _affine(a, b):
     return a * b + 2.0 * a
 
 
-@check(task="02.3", points=1, dtype=True, rtol=1e-4, atol=1e-4,
+@check(task="02.8", points=1, dtype=True, rtol=1e-4, atol=1e-4,
        inputs=hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=4).flatmap(
            lambda pair: _case(_affine, floats_arrays(pair.input_shapes[0], dtype=np.float32),
                               floats_arrays(pair.input_shapes[1], dtype=np.float32))).map(

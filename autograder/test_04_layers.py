@@ -87,6 +87,21 @@ def _names(pairs):
     return [name for name, _ in pairs]
 
 
+def _registered(registry):
+    """The names in a registry (`_parameters` or `_modules`, the dicts 04.2 fills) whose value is not None."""
+    return [name for name, value in registry.items() if value is not None]
+
+
+def _registered_parameters(module, prefix=""):
+    """Dotted names of the parameters of a tree, read from the registries that 04.2 fills rather than through
+    the traversal of 04.3: the module's own, then each sub-module's, in registration order."""
+    names = [prefix + name for name in _registered(module._parameters)]
+    for name, child in module._modules.items():
+        if child is not None:
+            names += _registered_parameters(child, f"{prefix}{name}.")
+    return names
+
+
 def _nested(tt, case):
     """A tree: own parameter 'gain' (optional), 'encoder' a Block, 'layers' a Module holding Blocks."""
     toy = _toy(tt)
@@ -213,8 +228,8 @@ def assignment_registers_parameters_and_modules(tt, case):
     block.note = "plain"
     block.inner = inner
     lookups = [block.extra is extra, block.inner is inner, block.note == "plain", isinstance(block.shift, tt.Tensor)]
-    return {"parameters": _names(block.named_parameters(recurse=False)),
-            "children": _names(block.named_children()),
+    return {"parameters": _registered(block._parameters),
+            "children": _registered(block._modules),
             "lookups": lookups,
             "forward": block(tt.Tensor(np.ones(3, dtype=np.float32))).numpy()}
 
@@ -234,20 +249,19 @@ def reassignment_none_type_errors_and_del(tt, case):
     block = toy["Block"](2)
     new = tt.nn.Parameter(np.full(2, 5.0))
     block.shift = new
-    replaced = [_names(block.named_parameters()), block.shift is new]
+    replaced = [_registered_parameters(block), block.shift is new]
     block.shift = None
     block.scale = None
-    to_none = [block.shift is None, block.scale is None, _names(block.named_parameters()),
-               _names(block.named_children())]
+    to_none = [block.shift is None, block.scale is None, _registered_parameters(block), _registered(block._modules)]
     other = toy["Block"](2)
     errors = [capture_error(lambda: setattr(other, "shift", tt.Tensor(np.zeros(2))))["raised"],
               capture_error(lambda: setattr(other, "scale", 3))["raised"]]
     moved = toy["Block"](2)
     moved.scale = tt.nn.Parameter(np.ones(2))
-    moved_names = [_names(moved.named_parameters()), _names(moved.named_children())]
+    moved_names = [_registered_parameters(moved), _registered(moved._modules)]
     deleted = toy["Block"](2)
     del deleted.shift
-    gone = [_names(deleted.named_parameters()), hasattr(deleted, "shift")]
+    gone = [_registered_parameters(deleted), hasattr(deleted, "shift")]
     return {"replaced": replaced, "set to None": to_none, "errors": errors, "Parameter over a module": moved_names,
             "del": gone}
 
@@ -288,7 +302,7 @@ def register_parameter_and_add_module(tt, case):
     scale.register_parameter("bias", None)
     scale.add_module("child", toy["Scale"](1))
     scale.add_module("0", toy["Scale"](1))
-    registered = [_names(scale.named_parameters(recurse=False)), _names(scale.named_children()),
+    registered = [_registered(scale._parameters), _registered(scale._modules),
                   scale.w2 is w2, scale.bias is None, getattr(scale, "0").n]
     errors = [capture_error(lambda: scale.register_parameter("w3", tt.Tensor(np.ones(2))))["raised"],
               capture_error(lambda: scale.add_module("c2", 5))["raised"],
@@ -653,7 +667,7 @@ def _linear_round_trip_case(draw):
             "x": draw(floats_arrays((3, sizes[0]), dtype=np.float32))}
 
 
-@check(task="04.5", points=2, inputs=_linear_round_trip_case(), examples=10,
+@check(task="04.9", points=2, inputs=_linear_round_trip_case(), examples=10,
        describe=lambda case: f"Sequential of Linear layers of sizes {case['sizes']} (seed {case['seeds'][0]}), "
                              f"its state_dict loaded into a fresh one (seed {case['seeds'][1]}): outputs on x of "
                              f"shape (3, {case['sizes'][0]}) [original, fresh before loading, fresh after]")
@@ -1003,7 +1017,7 @@ def _(case):
             "out of range": "IndexError"}
 
 
-@check(task="04.9", points=2,
+@check(task="04.11", points=2,
        inputs=st.fixed_dictionaries({"in": st.integers(1, 900), "hidden": st.integers(1, 300),
                                      "out": st.integers(1, 20), "p": st.sampled_from([0.5, 0.1, 0.25, 0.0])}),
        examples=5,

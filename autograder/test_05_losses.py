@@ -103,15 +103,28 @@ def _call(tt, case, x, reduction):
     return getattr(_functional(tt), case["name"])(x, _target(case), reduction=reduction, **_options(case))
 
 
-def _values_per_reduction(tt, case):
-    return {reduction: _call(tt, case, tt.Tensor(case["x"]), reduction).numpy() for reduction in REDUCTIONS}
+_FUNCTION_OF = {"cross_entropy": "_CrossEntropy", "binary_cross_entropy": "_BinaryCrossEntropy",
+                "binary_cross_entropy_with_logits": "_BCEWithLogits"}
 
 
-def _gradients_per_reduction(tt, case):
+def _applied(tt, case, x, reduction):
+    """The Function of the loss named in the case (05.5/05.6, 05.8, 05.10) applied to the Tensor x and reduced
+    by _reduce (05.1): for the valid arguments of these checks, what the loss's wrapper (05.7, 05.9, 05.11)
+    computes, without needing the wrapper."""
+    losses = _losses_module(tt)
+    function = getattr(losses, _FUNCTION_OF[case["name"]])
+    return losses._reduce(function.apply(x, _target(case), **_options(case)), reduction)
+
+
+def _values_per_reduction(tt, case, loss=_call):
+    return {reduction: loss(tt, case, tt.Tensor(case["x"]), reduction).numpy() for reduction in REDUCTIONS}
+
+
+def _gradients_per_reduction(tt, case, loss=_call):
     grads = {}
     for reduction in REDUCTIONS:
         x = tt.Tensor(case["x"], requires_grad=True)
-        _call(tt, case, x, reduction).backward(tt.Tensor(case["g"][reduction]))
+        loss(tt, case, x, reduction).backward(tt.Tensor(case["g"][reduction]))
         grads[reduction] = None if x.grad is None else x.grad.numpy()
     return grads
 
@@ -200,6 +213,11 @@ def _gradients_words(case):
     return f"input.grad of {_loss_words(case)}.backward(g) for reduction 'mean', 'sum', 'none'"
 
 
+def _applied_words(words):
+    """The description of a check that runs the loss's Function directly (_applied)."""
+    return lambda case: f"{words(case)}, computed as _reduce({_FUNCTION_OF[case['name']]}.apply(...), reduction)"
+
+
 # ---------------------------------------------------------------------------------------------------
 # 05.1 reduction
 
@@ -226,7 +244,7 @@ def _small_inputs():
             "binary_cross_entropy_with_logits": (np.zeros((2, 3)), np.ones((2, 3)))}
 
 
-@check(task="05.1", points=2, examples=5,
+@check(task="05.11", points=2, examples=5,
        inputs=st.fixed_dictionaries({"reduction": st.sampled_from(["avg", "elementwise_mean", "MEAN", "batchmean", "",
                                                                    None])}),
        describe=lambda case: f"every functional loss with reduction={case['reduction']!r}")
@@ -320,7 +338,7 @@ def _out_of_range_case(draw):
     return {"x": draw(floats_arrays((rows, num_classes))), "t": np.array(t, dtype=np.int64), "bad": bad}
 
 
-@check(task="05.3", points=2, inputs=_out_of_range_case(),
+@check(task="05.7", points=2, inputs=_out_of_range_case(),
        describe=lambda case: f"cross_entropy and nll_loss of input of shape {case['x'].shape} with target "
                              f"{case['t'].tolist()}")
 def out_of_range_targets_raise_index_error_naming_target_and_class_count(tt, case):
@@ -338,12 +356,12 @@ def _(case, output):
 
 
 @check(task="05.3", points=1, inputs=_class_case("cross_entropy"),
-       describe=lambda case: f"cross_entropy and nll_loss of input of shape {case['x'].shape} with the float "
-                             f"targets {case['t'].astype(float).tolist()} (a float64 array and a float32 Tensor)")
+       describe=lambda case: f"_class_targets (the target check of cross_entropy and nll_loss) for an input of shape "
+                             f"{case['x'].shape} with the float targets {case['t'].astype(float).tolist()} (a float64 "
+                             f"array and a float32 Tensor)")
 def float_targets_raise_type_error(tt, case):
-    functional, x = _functional(tt), tt.Tensor(case["x"])
-    return {f"{name} {kind}": capture_error(lambda: getattr(functional, name)(x, target))
-            for name in ("cross_entropy", "nll_loss")
+    class_targets, shape = _losses_module(tt)._class_targets, case["x"].shape
+    return {f"_class_targets {kind}": capture_error(lambda: class_targets(target, shape))
             for kind, target in [("array", case["t"].astype(np.float64)),
                                  ("Tensor", tt.Tensor(case["t"].astype(np.float32)))]}
 
@@ -358,7 +376,7 @@ def _(case, output):
 _COUNT_MISMATCHED = [((4, 3), (3,)), ((2, 5), (5,)), ((3, 4), (3, 4)), ((3, 4), (1, 3)), ((1, 2), ()), ((3,), (3,))]
 
 
-@check(task="05.3", points=1, examples=6, inputs=st.fixed_dictionaries({"shapes": st.sampled_from(_COUNT_MISMATCHED)}),
+@check(task="05.7", points=1, examples=6, inputs=st.fixed_dictionaries({"shapes": st.sampled_from(_COUNT_MISMATCHED)}),
        describe=lambda case: f"cross_entropy and nll_loss of input of shape {case['shapes'][0]} with a target of "
                              f"shape {case['shapes'][1]}")
 def a_target_of_the_wrong_shape_raises_value_error_naming_both_shapes(tt, case):
@@ -377,7 +395,7 @@ def _(case, output):
                       "ValueError", [str(input_shape), str(target_shape)])
 
 
-@check(task="05.3", points=1, inputs=_class_case("cross_entropy"),
+@check(task="05.7", points=1, inputs=_class_case("cross_entropy"),
        describe=lambda case: f"cross_entropy(input of shape {case['x'].shape}, target {case['t'].tolist()}) with "
                              f"the target as a list, an int32 array, a uint8 array and an int64 Tensor")
 def targets_as_lists_integer_arrays_and_tensors_agree(tt, case):
@@ -425,25 +443,27 @@ nll_loss_of_an_unbatched_row_with_a_0d_target.expected(_unbatched_expected)
 # 05.5 _CrossEntropy.forward
 
 
-@check(task="05.5", points=2, inputs=_class_case("cross_entropy"), describe=_values_words)
+@check(task="05.5", points=2, inputs=_class_case("cross_entropy"), describe=_applied_words(_values_words))
 def cross_entropy_values_for_every_reduction(tt, case):
-    return _values_per_reduction(tt, case)
+    return _values_per_reduction(tt, case, _applied)
 
 
-@check(task="05.5", points=2, inputs=_class_case("cross_entropy", smoothing=True), describe=_values_words)
+@check(task="05.5", points=2, inputs=_class_case("cross_entropy", smoothing=True),
+       describe=_applied_words(_values_words))
 def cross_entropy_values_with_label_smoothing(tt, case):
-    return _values_per_reduction(tt, case)
+    return _values_per_reduction(tt, case, _applied)
 
 
 @check(task="05.5", points=2, inputs=_class_case("cross_entropy", -1e4, 1e4),
-       describe=lambda case: f"cross_entropy(reduction='none') of logits up to 1e4 in magnitude (input of shape "
-                             f"{case['x'].shape}, target {case['t'].tolist()}) and, in float32, of [[1e4, 0, -1e4]] "
-                             f"twice with targets [0, 2]: [losses, losses of the float32 rows, warnings raised]")
+       describe=lambda case: f"_CrossEntropy.apply (the losses of cross_entropy(reduction='none')) of logits up to "
+                             f"1e4 in magnitude (input of shape {case['x'].shape}, target {case['t'].tolist()}) and, "
+                             f"in float32, of [[1e4, 0, -1e4]] twice with targets [0, 2]: [losses, losses of the "
+                             f"float32 rows, warnings raised]")
 def cross_entropy_is_exact_for_logits_of_magnitude_1e4(tt, case):
-    cross_entropy = _functional(tt).cross_entropy
+    cross_entropy = _losses_module(tt)._CrossEntropy.apply
     big = tt.Tensor(np.array([[1e4, 0.0, -1e4], [1e4, 0.0, -1e4]], dtype=np.float32))
-    (random, rows), count = _quietly(lambda: (cross_entropy(tt.Tensor(case["x"]), case["t"], reduction="none").numpy(),
-                                              cross_entropy(big, np.array([0, 2]), reduction="none").numpy()))
+    (random, rows), count = _quietly(lambda: (cross_entropy(tt.Tensor(case["x"]), case["t"]).numpy(),
+                                              cross_entropy(big, np.array([0, 2])).numpy()))
     return [random, rows, count]
 
 
@@ -453,13 +473,14 @@ def _(case):
 
 
 @check(task="05.5", points=1, dtype=True, inputs=_class_case("cross_entropy", smoothing=True),
-       describe=lambda case: f"cross_entropy of float32 logits of shape {case['x'].shape}, target "
-                             f"{case['t'].tolist()}, label_smoothing 0 and {case['label_smoothing']}, reduction 'none'")
+       describe=lambda case: f"_CrossEntropy.apply (cross_entropy with reduction 'none') of float32 logits of shape "
+                             f"{case['x'].shape}, target {case['t'].tolist()}, label_smoothing 0 and "
+                             f"{case['label_smoothing']}")
 def cross_entropy_keeps_float32(tt, case):
     x = tt.Tensor(case["x"].astype(np.float32))
-    cross_entropy = _functional(tt).cross_entropy
-    return [cross_entropy(x, case["t"], reduction="none").numpy(),
-            cross_entropy(x, case["t"], reduction="none", label_smoothing=case["label_smoothing"]).numpy()]
+    cross_entropy = _losses_module(tt)._CrossEntropy.apply
+    return [cross_entropy(x, case["t"]).numpy(),
+            cross_entropy(x, case["t"], label_smoothing=case["label_smoothing"]).numpy()]
 
 
 @cross_entropy_keeps_float32.expected
@@ -473,15 +494,16 @@ def _(case):
 # 05.6 _CrossEntropy.backward
 
 
-@check(task="05.6", points=3, inputs=_class_case("cross_entropy"), **GRAD_TOL, describe=_gradients_words)
+@check(task="05.6", points=3, inputs=_class_case("cross_entropy"), **GRAD_TOL,
+       describe=_applied_words(_gradients_words))
 def cross_entropy_gradients_for_every_reduction(tt, case):
-    return _gradients_per_reduction(tt, case)
+    return _gradients_per_reduction(tt, case, _applied)
 
 
 @check(task="05.6", points=2, inputs=_class_case("cross_entropy", smoothing=True), **GRAD_TOL,
-       describe=_gradients_words)
+       describe=_applied_words(_gradients_words))
 def cross_entropy_gradients_with_label_smoothing(tt, case):
-    return _gradients_per_reduction(tt, case)
+    return _gradients_per_reduction(tt, case, _applied)
 
 
 for _gradient_check in (mse_loss_gradients_for_every_reduction, nll_loss_gradients_for_every_reduction,
@@ -493,21 +515,22 @@ for _value_check in (mse_loss_values_for_every_reduction, nll_loss_values_for_ev
 
 
 @check(task="05.6", points=2, inputs=_class_case("cross_entropy", -1e4, 1e4, smoothing=True), **GRAD_TOL,
-       describe=lambda case: f"input.grad of cross_entropy(reduction='none').backward(g) at logits up to 1e4 in "
-                             f"magnitude (shape {case['x'].shape}, target {case['t'].tolist()}), without and with "
-                             f"label_smoothing {case['label_smoothing']}, and in float32 for [[1e4, 0, -1e4]] twice "
-                             f"with targets [0, 2] and g = 1: [grad, smoothed grad, float32 grad, warnings raised]")
+       describe=lambda case: f"input.grad of _CrossEntropy.apply(...).backward(g) (cross_entropy with reduction "
+                             f"'none') at logits up to 1e4 in magnitude (shape {case['x'].shape}, target "
+                             f"{case['t'].tolist()}), without and with label_smoothing {case['label_smoothing']}, "
+                             f"and in float32 for [[1e4, 0, -1e4]] twice with targets [0, 2] and g = 1: [grad, "
+                             f"smoothed grad, float32 grad, warnings raised]")
 def cross_entropy_gradients_are_exact_for_logits_of_magnitude_1e4(tt, case):
-    cross_entropy = _functional(tt).cross_entropy
+    cross_entropy = _losses_module(tt)._CrossEntropy.apply
 
     def run():
         grads = []
         for smoothing in (0.0, case["label_smoothing"]):
             x = tt.Tensor(case["x"], requires_grad=True)
-            cross_entropy(x, case["t"], reduction="none", label_smoothing=smoothing).backward(tt.Tensor(case["g"]["none"]))
+            cross_entropy(x, case["t"], label_smoothing=smoothing).backward(tt.Tensor(case["g"]["none"]))
             grads.append(x.grad.numpy())
         big = tt.Tensor(np.array([[1e4, 0.0, -1e4], [1e4, 0.0, -1e4]], dtype=np.float32), requires_grad=True)
-        cross_entropy(big, np.array([0, 2]), reduction="none").backward(tt.Tensor(np.ones(2, dtype=np.float32)))
+        cross_entropy(big, np.array([0, 2])).backward(tt.Tensor(np.ones(2, dtype=np.float32)))
         return grads + [big.grad.numpy()]
     grads, count = _quietly(run)
     return grads + [count]
@@ -523,11 +546,13 @@ def _(case):
 
 
 @check(task="05.6", points=1, dtype=True, inputs=_class_case("cross_entropy", smoothing=True), rtol=1e-4, atol=1e-5,
-       describe=lambda case: f"input.grad of cross_entropy(label_smoothing={case['label_smoothing']}).backward() for "
+       describe=lambda case: f"input.grad of _reduce(_CrossEntropy.apply(..., label_smoothing="
+                             f"{case['label_smoothing']}), 'mean').backward() (cross_entropy with its defaults) for "
                              f"float32 logits of shape {case['x'].shape}, target {case['t'].tolist()}")
 def cross_entropy_gradient_is_float32_for_float32_logits(tt, case):
     x = tt.Tensor(case["x"].astype(np.float32), requires_grad=True)
-    _functional(tt).cross_entropy(x, case["t"], label_smoothing=case["label_smoothing"]).backward()
+    losses = _losses_module(tt)
+    losses._reduce(losses._CrossEntropy.apply(x, case["t"], label_smoothing=case["label_smoothing"]), "mean").backward()
     return x.grad.numpy()
 
 
@@ -584,14 +609,14 @@ def _(case):
 # 05.8 _BinaryCrossEntropy
 
 
-@check(task="05.8", points=2, inputs=_bce_case(), describe=_values_words)
+@check(task="05.8", points=2, inputs=_bce_case(), describe=_applied_words(_values_words))
 def binary_cross_entropy_values_for_every_reduction(tt, case):
-    return _values_per_reduction(tt, case)
+    return _values_per_reduction(tt, case, _applied)
 
 
-@check(task="05.8", points=2, inputs=_bce_case(), **GRAD_TOL, describe=_gradients_words)
+@check(task="05.8", points=2, inputs=_bce_case(), **GRAD_TOL, describe=_applied_words(_gradients_words))
 def binary_cross_entropy_gradients_for_every_reduction(tt, case):
-    return _gradients_per_reduction(tt, case)
+    return _gradients_per_reduction(tt, case, _applied)
 
 
 binary_cross_entropy_values_for_every_reduction.expected(_expected_values)
@@ -608,14 +633,14 @@ def _saturated_case(draw):
 
 
 @check(task="05.8", points=2, inputs=_saturated_case(), rtol=1e-5, atol=1e-4,
-       describe=lambda case: f"binary_cross_entropy(reduction='none') of the float32 probabilities "
-                             f"{case['p'].tolist()} against {case['y'].tolist()}, backward with g = 1: "
+       describe=lambda case: f"_BinaryCrossEntropy.apply (binary_cross_entropy with reduction 'none') of the float32 "
+                             f"probabilities {case['p'].tolist()} against {case['y'].tolist()}, backward with g = 1: "
                              f"[losses (each log clamped at -100), input.grad ((p - y) / max(p(1 - p), 1e-12)), "
                              f"warnings raised]")
 def binary_cross_entropy_clamps_its_logs_at_minus_100(tt, case):
     def run():
         p = tt.Tensor(case["p"], requires_grad=True)
-        losses = _functional(tt).binary_cross_entropy(p, case["y"], reduction="none")
+        losses = _losses_module(tt)._BinaryCrossEntropy.apply(p, case["y"])
         losses.backward(tt.Tensor(np.ones_like(case["p"])))
         return [losses.numpy(), p.grad.numpy()]
     result, count = _quietly(run)
@@ -683,22 +708,22 @@ def _(case):
 # 05.10 _BCEWithLogits
 
 
-@check(task="05.10", points=2, inputs=_logits_case(), describe=_values_words)
+@check(task="05.10", points=2, inputs=_logits_case(), describe=_applied_words(_values_words))
 def bce_with_logits_values_for_every_reduction(tt, case):
-    return _values_per_reduction(tt, case)
+    return _values_per_reduction(tt, case, _applied)
 
 
-@check(task="05.10", points=2, inputs=_logits_case(), **GRAD_TOL, describe=_gradients_words)
+@check(task="05.10", points=2, inputs=_logits_case(), **GRAD_TOL, describe=_applied_words(_gradients_words))
 def bce_with_logits_gradients_for_every_reduction(tt, case):
-    return _gradients_per_reduction(tt, case)
+    return _gradients_per_reduction(tt, case, _applied)
 
 
 @check(task="05.10", points=2, inputs=_logits_case(pos_weight=True), **GRAD_TOL,
        describe=lambda case: f"binary_cross_entropy_with_logits(input of shape {case['x'].shape}, pos_weight of "
                              f"shape {case['pos_weight'].shape}): [values, input.grad] for reduction 'mean', "
-                             f"'sum', 'none'")
+                             f"'sum', 'none', computed as _reduce(_BCEWithLogits.apply(...), reduction)")
 def bce_with_logits_values_and_gradients_with_pos_weight(tt, case):
-    return [_values_per_reduction(tt, case), _gradients_per_reduction(tt, case)]
+    return [_values_per_reduction(tt, case, _applied), _gradients_per_reduction(tt, case, _applied)]
 
 
 @bce_with_logits_values_and_gradients_with_pos_weight.expected
@@ -711,19 +736,20 @@ bce_with_logits_gradients_for_every_reduction.expected(_expected_gradients)
 
 
 @check(task="05.10", points=2, inputs=_logits_case(-1e4, 1e4, pos_weight=True), **GRAD_TOL,
-       describe=lambda case: f"binary_cross_entropy_with_logits(reduction='none', pos_weight of shape "
-                             f"{case['pos_weight'].shape}) at logits up to 1e4 in magnitude, shape {case['x'].shape}, "
+       describe=lambda case: f"_BCEWithLogits.apply (binary_cross_entropy_with_logits with reduction 'none'), "
+                             f"pos_weight of shape {case['pos_weight'].shape}, at logits up to 1e4 in magnitude, shape "
+                             f"{case['x'].shape}, "
                              f"and in float32 for [1e4, -1e4, 1e4, -1e4] against [1, 0, 0, 1]: "
                              f"[losses, input.grad, float32 losses, float32 input.grad, warnings raised]")
 def bce_with_logits_is_exact_for_logits_of_magnitude_1e4(tt, case):
-    bce = _functional(tt).binary_cross_entropy_with_logits
+    bce = _losses_module(tt)._BCEWithLogits.apply
 
     def run():
         x = tt.Tensor(case["x"], requires_grad=True)
-        losses = bce(x, case["y"], reduction="none", pos_weight=case["pos_weight"])
+        losses = bce(x, case["y"], pos_weight=case["pos_weight"])
         losses.backward(tt.Tensor(case["g"]["none"]))
         big = tt.Tensor(np.array([1e4, -1e4, 1e4, -1e4], dtype=np.float32), requires_grad=True)
-        big_losses = bce(big, np.array([1.0, 0.0, 0.0, 1.0], dtype=np.float32), reduction="none")
+        big_losses = bce(big, np.array([1.0, 0.0, 0.0, 1.0], dtype=np.float32))
         big_losses.backward(tt.Tensor(np.ones(4, dtype=np.float32)))
         return [losses.numpy(), x.grad.numpy(), big_losses.numpy(), big.grad.numpy()]
     result, count = _quietly(run)

@@ -286,7 +286,7 @@ def _(case):
 # 06.3 state_dict
 
 
-@check(task="06.3", points=2, **SGD_TOL, examples=15,
+@check(task="06.6", points=2, **SGD_TOL, examples=15,
        inputs=st.tuples(_run(max_params=3, skips=True), st.floats(0.1, 0.9), st.floats(0.01, 0.5)).map(
            lambda t: {**t[0], "momentum": t[1], "lr": t[2]}),
        describe=lambda case: f"SGD([{{'params': [p0]}}, {{'params': the others, 'lr': 0.05}}], lr, "
@@ -316,7 +316,7 @@ def _(case):
                              {"lr": 0.05, **common, "params": list(range(1, n))}]}
 
 
-@check(task="06.3", points=2, **ADAM_TOL, examples=15, inputs=_adam_case(skips=True),
+@check(task="06.8", points=2, **ADAM_TOL, examples=15, inputs=_adam_case(skips=True),
        describe=lambda case: f"Adam({_hyper_words(case, _ADAM_NAMES)}), {_run_words(case)}, some gradients "
                              f"None: state_dict()")
 def adam_state_dict_holds_step_and_moments(tt, case):
@@ -336,11 +336,24 @@ def _(case):
 
 
 @check(task="06.3", points=1,
-       describe=lambda case: "SGD(momentum=0.9): state_dict(), then one more step: is the saved momentum "
-                             "buffer unchanged, and are its keys plain integers")
+       describe=lambda case: "an Optimizer subclass of the check's own that keeps a momentum buffer per parameter "
+                             "and updates it in place (as SGD(momentum=0.9) does): state_dict(), then one more "
+                             "step: is the saved momentum buffer unchanged, and are its keys plain integers")
 def state_dict_is_a_copy_indexed_by_integers(tt, case):
+    class Momentum(tt.optim.Optimizer):
+        def step(self):
+            for group in self.param_groups:
+                for param in group["params"]:
+                    state = self.state.setdefault(param, {})
+                    if "momentum_buffer" in state:
+                        state["momentum_buffer"] *= 0.9
+                        state["momentum_buffer"] += param.grad.data
+                    else:
+                        state["momentum_buffer"] = param.grad.data.copy()
+                    param.data -= group["lr"] * state["momentum_buffer"]
+
     p = tt.Tensor(np.array([1.0, 2.0], dtype=np.float32), requires_grad=True)
-    optimizer = tt.optim.SGD([p], lr=0.1, momentum=0.9)
+    optimizer = Momentum([p], {"lr": 0.1})
     p.grad = tt.Tensor(np.array([1.0, -1.0], dtype=np.float32))
     optimizer.step()
     saved = optimizer.state_dict()
@@ -370,7 +383,7 @@ def _resume(tt, params, optimizer, copies, resumed, later_grads):
     return [resumed.param_groups[0]["lr"], [p.numpy() for p in copies], [p.numpy() for p in params]]
 
 
-@check(task="06.4", points=2, **SGD_TOL, examples=15, inputs=_sgd_case(min_steps=4),
+@check(task="06.6", points=2, **SGD_TOL, examples=15, inputs=_sgd_case(min_steps=4),
        describe=lambda case: f"SGD({_hyper_words(case, _SGD_NAMES)}), {_run_words(case)}, interrupted after 2 "
                              f"steps: state_dict() loaded into a fresh SGD(lr=9.0) over copies of the "
                              f"parameters, both continued with the same gradients: [resumed lr, the resumed "
@@ -389,7 +402,7 @@ def _(case):
     return [case["lr"], final, final]
 
 
-@check(task="06.4", points=2, **ADAM_TOL, examples=15,
+@check(task="06.9", points=2, **ADAM_TOL, examples=15,
        inputs=st.tuples(_adam_case(min_steps=4), st.sampled_from(["Adam", "AdamW"])).map(
            lambda pair: {**pair[0], "kind": pair[1]}),
        describe=lambda case: f"{case['kind']}({_hyper_words(case, _ADAM_NAMES)}), {_run_words(case)}, "
@@ -410,7 +423,7 @@ def _(case):
     return [case["lr"], final, final]
 
 
-@check(task="06.4", points=1, **ADAM_TOL,
+@check(task="06.8", points=1, **ADAM_TOL,
        describe=lambda case: "Adam.load_state_dict of a state dict whose 'step' is a 0-d int64 array and whose "
                              "moments are float64 arrays (as read back from an .npz file), then changing those "
                              "arrays: [type of step, dtype of exp_avg, exp_avg, parameter after one more step]")
@@ -443,13 +456,15 @@ _MISMATCH = ["two groups saved, one in the optimizer", "a group of 2 parameters 
 
 
 @check(task="06.4", points=1, inputs=st.fixed_dictionaries({"what": st.sampled_from(_MISMATCH)}),
-       describe=lambda case: f"SGD.load_state_dict with {case['what']}: the error raised")
+       describe=lambda case: f"Optimizer.load_state_dict (the base class's, which SGD inherits) with {case['what']}: "
+                             f"the error raised")
 def load_state_dict_rejects_another_setup(tt, case):
     a, b, c = _leaves(tt, [np.ones(2), np.ones(3), np.ones(1)])
+    optimizer = tt.optim.Optimizer
     if case["what"] == _MISMATCH[0]:
-        source, target = tt.optim.SGD([{"params": [a]}, {"params": [b]}], lr=0.1), tt.optim.SGD([a, b], lr=0.1)
+        source, target = optimizer([{"params": [a]}, {"params": [b]}], {"lr": 0.1}), optimizer([a, b], {"lr": 0.1})
     else:
-        source, target = tt.optim.SGD([a, b], lr=0.1), tt.optim.SGD([a, b, c], lr=0.1)
+        source, target = optimizer([a, b], {"lr": 0.1}), optimizer([a, b, c], {"lr": 0.1})
     return capture_error(lambda: target.load_state_dict(source.state_dict()))["raised"]
 
 
@@ -879,7 +894,7 @@ def _(case):
     return ["KeyError", 5, [0.8], 0.8 * 0.5 ** 5]
 
 
-@check(task="06.10", points=1,
+@check(task="06.11", points=1,
        describe=lambda case: "StepLR(step_size=2) stepped 3 times: [its state_dict() has no 'optimizer', "
                              "last_epoch and base_lrs in it, get_last_lr() of a second StepLR loading that state]")
 def scheduler_state_dict_round_trip(tt, case):

@@ -1,0 +1,81 @@
+"""Points follow the work: a student who has completed tasks 1..k of a stage (and every earlier stage
+completely) gets exactly the points of the checks of tasks 1..k. Every check of a task among the first k
+passes and every other check fails, for every k from 0 (nothing done) to the last task.
+
+"The first k tasks" is read both ways where they differ: by task number, the order the narrative asks
+for, and by first appearance in the source, the order of the notebook's stubs (in 03 the stub of 03.8,
+softmax's backward, sits in the class of 03.6, above 03.7)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from conftest import copy_course, stage_numbers, tito
+from student import fill
+
+from tito.project import stages
+from tito.source import read_source, tasks
+
+pytestmark = pytest.mark.slow  # a real `tito test` per prefix: left out by make test-fast
+STAGES = stage_numbers()
+
+
+def _prefixes(source_order: list[str]) -> list[list[str]]:
+    """Each distinct prefix of the tasks by number, then those of the source order that are not among
+    them; the first is the empty prefix."""
+    by_number = sorted(source_order, key=lambda task: int(task.split(".")[1]))
+    found = [by_number[:k] for k in range(len(by_number) + 1)]
+    sets = [set(prefix) for prefix in found]
+    for k in range(1, len(source_order) + 1):
+        if set(source_order[:k]) not in sets:
+            found.append(source_order[:k])
+            sets.append(set(source_order[:k]))
+    return found
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_each_prefix_of_tasks_earns_exactly_the_points_of_its_checks(tmp_path, stage):
+    course = copy_course(tmp_path / "course")
+    known = stages(course)
+    current = next(s for s in known if s.number == stage)
+    for earlier in known:
+        if earlier.number < stage:
+            fill(earlier.notebook, earlier.source)
+    untouched = tmp_path / "untouched.ipynb"
+    shutil.copy2(current.notebook, untouched)
+    order = [task.id for task in tasks(read_source(current))]
+    assert order, f"{current.name} has no tasks"
+
+    problems: list[str] = []
+    every_check: set[str] | None = None
+    filled: set[str] = set()
+    for prefix in _prefixes(order):
+        done = set(prefix)
+        if not filled <= done:                          # not an extension of what is filled: start again
+            shutil.copy2(untouched, current.notebook)
+            filled = set()
+        if done - filled:
+            fill(current.notebook, current.source, tasks=done - filled)
+            filled = set(done)
+        k = f"k={len(prefix)} (tasks {', '.join(prefix) or 'none'})"
+        run = tito(course, "test", stage, "--json")
+        try:
+            result = run.json()
+        except ValueError:
+            pytest.fail(f"{k}: `tito test {stage} --json` printed no JSON (exit {run.code}):\n"
+                        f"{run.stdout[-2000:]}\n{run.stderr[-2000:]}")
+        checks = {test["id"] for test in result["tests"]}
+        assert checks, f"`tito test {stage}` reported no checks"
+        every_check = checks if every_check is None else every_check
+        assert checks == every_check, f"{k}: the checks reported changed: {sorted(checks ^ every_check)}"
+        for test in result["tests"]:
+            if test["passed"] and test["task"] not in done:
+                problems.append(f"{k}: {test['id']} [task {test['task']}] passes though its task is still a stub")
+            elif not test["passed"] and test["task"] in done:
+                problems.append(f"{k}: {test['id']} [task {test['task']}] fails though its task is done: "
+                                f"{test['message']}")
+        if not problems:
+            expected = sum(test["max_points"] for test in result["tests"] if test["task"] in done)
+            assert result["score"] == pytest.approx(expected), f"{k}: score {result['score']}, expected {expected}"
+    assert not problems, f"{len(problems)} violations in stage {stage}:\n" + "\n".join(problems)
