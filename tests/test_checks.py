@@ -47,7 +47,7 @@ def test_compute_parts_can_be_shipped_without_the_judging_parts(stage):
     namespace: dict = {}
     exec(compile(shipped, f"compute slice of {stage.name}", "exec"), namespace)
     for check in checks:
-        assert callable(namespace.get(check.name)), f"{check.name} is missing from the compute slice"
+        assert callable(namespace.get(check.compute.__name__)), f"{check.name} is missing from the compute slice"
     assert ".expected" not in shipped and ".verdict" not in shipped, "judging code would reach the sandbox"
     for check in checks:
         missing = _globals_used(check.compute.__code__) - set(namespace) - set(dir(builtins))

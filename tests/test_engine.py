@@ -54,6 +54,17 @@ def _(case, output):
         raise CheckFailed(f"noise({case['n']}): the mean {float(output.mean()):.3f} is far from 0")
 
 
+@check(task="01.1", points=1, describe=lambda case: f"unary({case['op']!r}, x)",
+       variants={op: floats_arrays((3,)).map(lambda x, op=op: {"op": op, "x": x}) for op in ("exp", "neg")})
+def unary(tt, case):
+    return tt.unary(case["op"], case["x"])
+
+
+@unary.expected
+def _(case):
+    return {"exp": np.exp, "neg": np.negative}[case["op"]](case["x"])
+
+
 @check(task="01.3", points=1)
 def broken_expectation(tt, case):
     """a check whose expected value the grader cannot compute"""
@@ -76,6 +87,9 @@ def halt():
 
 def noise(n):
     return np.zeros(n)
+
+def unary(op, x):
+    return np.exp(x) if op == "exp" else -x
 '''
 
 
@@ -105,7 +119,7 @@ def outcome(result: engine.StageResult) -> dict[str, tuple[bool, str]]:
 
 def test_work_done_scores_full_marks_and_the_grader_fault_costs_nothing(stage, tmp_path):
     result = grade(stage, tmp_path, GOOD)
-    assert result.score == result.max_score == 7
+    assert result.score == result.max_score == 9
     fault = next(t for t in result.tests if t.id == "broken_expectation")
     assert fault.fault and fault.passed and "grader fault" in fault.message and "ZeroDivisionError" in fault.message
 
@@ -122,7 +136,7 @@ def test_a_wrong_value_says_expected_and_got_and_the_public_sentence_hides_the_e
     check = next(t for t in result.tests if t.id == "doubles")
     assert not check.passed and check.message.startswith("double(x) for x of shape")
     assert "expected" in check.message and "expected" not in check.public
-    assert result.score == 5
+    assert result.score == 7
 
 
 def test_an_error_names_the_line_of_the_students_code(stage, tmp_path):
@@ -199,3 +213,10 @@ def test_a_cached_plan_is_reused_and_a_changed_suite_draws_again(stage, tmp_path
     assert engine.make_plan(stage, seed=3, jobs=tmp_path / "jobs").job == first.job
     stage.suite.write_text(stage.suite.read_text() + "\n# changed\n")
     assert engine.make_plan(stage, seed=3, jobs=tmp_path / "jobs").job != first.job
+
+
+def test_a_family_of_variants_is_one_check_per_variant(stage, tmp_path):
+    result = grade(stage, tmp_path, GOOD.replace("else -x", "else x"))
+    assert outcome(result)["unary[exp]"] == (True, "")
+    passed, message = outcome(result)["unary[neg]"]
+    assert not passed and message.startswith("unary('neg', x)")

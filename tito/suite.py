@@ -32,8 +32,12 @@ def load_checks(stage: Stage) -> list:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    checks = [value for name, value in vars(module).items()
-              if isinstance(value, checklib.Check) and name == value.name]
+    checks = []
+    for name, value in vars(module).items():
+        if isinstance(value, checklib.Check) and name == value.name:
+            checks.append(value)
+        elif isinstance(value, checklib.CheckFamily) and value.checks and name == value.checks[0].compute.__name__:
+            checks += value.checks
     if not checks:
         raise TitoError(f"{stage.relative(stage.suite)} defines no checks")
     return checks

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "Check", "CheckFailed", "check", "assert_close", "capture_error", "central_difference",
-    "finite", "shapes", "arrays", "floats_arrays", "signed_arrays", "upstream",
+    "Check", "CheckFamily", "CheckFailed", "check", "assert_close", "capture_error", "central_difference",
+    "finite", "shapes", "arrays", "floats_arrays", "signed_arrays", "upstream", "gradient_case", "leaf_gradients",
 ]
 
 
@@ -79,15 +79,38 @@ class Check:
                      exact_dtype=self.dtype)
 
 
-def check(*, task: str, points: float, inputs: Any = None,
+@dataclass
+class CheckFamily:
+    """One ``compute`` graded as several checks, one per variant (``name[variant]``), each worth its points:
+    minitorch's parametrize over a catalogue, with the variant travelling in the case."""
+    checks: list[Check]
+
+    def expected(self, fn: Callable[[dict], Any]) -> Callable[[dict], Any]:
+        for member in self.checks:
+            member._expected = fn
+        return fn
+
+    def verdict(self, fn: Callable[[dict, Any], None]) -> Callable[[dict, Any], None]:
+        for member in self.checks:
+            member._verdict = fn
+        return fn
+
+
+def check(*, task: str, points: float, inputs: Any = None, variants: dict[str, Any] | None = None,
           describe: Callable[[dict], str] | None = None, examples: int = 25, timeout: float = 30.0,
-          rtol: float = 1e-5, atol: float = 1e-6, dtype: bool = False) -> Callable[[Callable], Check]:
-    """Decorator turning ``compute(tt, case)`` into a graded check worth ``points`` for ``task``."""
-    def make(compute: Callable[[Any, dict], Any]) -> Check:
-        return Check(name=compute.__name__, task=task, points=points, compute=compute,
-                     inputs=inputs, describe=describe,
-                     examples=examples if inputs is not None else 1, timeout=timeout,
+          rtol: float = 1e-5, atol: float = 1e-6, dtype: bool = False) -> Callable[[Callable], Any]:
+    """Decorator turning ``compute(tt, case)`` into a graded check worth ``points`` for ``task``; with
+    ``variants`` (a dict of name to strategy of cases), into one check per variant."""
+    def one(compute: Callable[[Any, dict], Any], name: str, strategy: Any) -> Check:
+        return Check(name=name, task=task, points=points, compute=compute, inputs=strategy, describe=describe,
+                     examples=examples if strategy is not None else 1, timeout=timeout,
                      rtol=rtol, atol=atol, dtype=dtype)
+
+    def make(compute: Callable[[Any, dict], Any]) -> Any:
+        if variants is None:
+            return one(compute, compute.__name__, inputs)
+        return CheckFamily([one(compute, f"{compute.__name__}[{variant}]", strategy)
+                            for variant, strategy in variants.items()])
     return make
 
 
@@ -297,3 +320,25 @@ def signed_arrays(shape: tuple, low: float = 0.5, high: float = 3.0, dtype: Any 
 def upstream(shape: tuple) -> Any:
     """An upstream gradient g for backward(g): float64, magnitudes in [0.25, 2], either sign, never zero."""
     return signed_arrays(shape, 0.25, 2.0)
+
+
+def gradient_case(fn: Callable[..., Any], *input_strategies: Any, names: tuple[str, ...] = ("a", "b")) -> Any:
+    """Cases {names...: arrays drawn from the strategies, "g": an upstream gradient of the shape of
+    ``fn(*inputs)``}; ``fn`` is numpy, run here to learn the output's shape."""
+    st, _ = _hypothesis()
+
+    @st.composite
+    def draw_case(draw: Any) -> dict:
+        case = {name: draw(strategy) for name, strategy in zip(names, input_strategies)}
+        case["g"] = draw(upstream(np.shape(fn(*[case[name] for name in names]))))
+        return case
+    return draw_case()
+
+
+def leaf_gradients(tt: Any, fn: Callable[..., Any], inputs: list, grad_output: Any) -> list:
+    """In the box: leaves for ``inputs`` (requires_grad), ``fn(*leaves).backward(grad_output)``, and their
+    ``.grad`` arrays (None where no gradient arrived)."""
+    leaves = [tt.Tensor(x, requires_grad=True) for x in inputs]
+    fn(*leaves).backward(tt.Tensor(grad_output))
+    return [None if leaf.grad is None else leaf.grad.numpy() for leaf in leaves]
+

@@ -132,8 +132,8 @@ def main(job: str, package: str, first: int, report_fd: int, paths: list) -> Non
     emit({"imported": True})
     for check in work["checks"][first:]:
         emit({"begin": check["name"]})
-        emit({"check": check["name"], "outcomes": _run_check(check, getattr(compute_slice, check["name"]), tt,
-                                                             package, wire)})
+        compute = getattr(compute_slice, check["function"])
+        emit({"check": check["name"], "outcomes": _run_check(check, compute, tt, package, wire)})
     emit({"finished": True})
 
 
