@@ -220,3 +220,52 @@ def test_a_family_of_variants_is_one_check_per_variant(stage, tmp_path):
     assert outcome(result)["unary[exp]"] == (True, "")
     passed, message = outcome(result)["unary[neg]"]
     assert not passed and message.startswith("unary('neg', x)")
+
+
+def test_a_package_that_replaces_the_graders_compute_gets_nothing(stage, tmp_path):
+    forger = GOOD.replace("    return 2 * np.asarray(x)", "    raise NotImplementedError('Task 01.1: double')") + (
+        "\nimport sys\nsys.modules['compute_slice'].doubles = lambda tt, case: 2 * case['x']\n")
+    result = grade(stage, tmp_path, forger)
+    assert result.score == 0
+    assert "changed the grader's code (compute_slice.doubles)" in result.tests[0].message
+
+
+def test_records_a_package_writes_on_the_report_pipe_are_not_accepted(stage, tmp_path):
+    forger = GOOD.replace("    return 2 * np.asarray(x)", "    raise NotImplementedError('Task 01.1: double')") + '''
+import json, os
+for fd in map(int, os.listdir("/proc/self/fd")):
+    try:
+        os.write(fd, b'{"imported": true}\\n{"begin": "doubles"}\\n{"check": "doubles", "outcomes": []}\\n')
+    except OSError:
+        pass
+'''
+    result = grade(stage, tmp_path, forger)
+    assert not outcome(result)["doubles"][0]
+    assert result.score == 0
+
+
+def test_a_failed_import_after_a_restart_keeps_the_points_already_earned(stage, tmp_path):
+    code = '''
+import os, numpy as np
+_marker = os.path.join(os.path.dirname(__file__), "started-once")
+if os.path.exists(_marker):
+    raise RuntimeError("second import fails")
+open(_marker, "w").close()
+
+def double(x):
+    return 2 * np.asarray(x)
+
+def halt():
+    os._exit(3)
+
+def noise(n):
+    return np.zeros(n)
+
+def unary(op, x):
+    return np.exp(x) if op == "exp" else -x
+'''
+    result = grade(stage, tmp_path, code)
+    assert outcome(result)["doubles"] == (True, "")
+    assert "exit status 3" in outcome(result)["halts"][1]
+    later = outcome(result)["noise_is_centred"]
+    assert not later[0] and "second import fails" in later[1]

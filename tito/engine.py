@@ -195,6 +195,8 @@ def _ending(exit: sandbox.Exit, limits: sandbox.Limits) -> str:
     if exit.truncated:
         return "your code wrote more than the grader reads"
     code = exit.returncode
+    if code is not None and 128 < code < 128 + 65:  # bubblewrap reports a signal as 128 + its number
+        code = 128 - code
     if code is not None and code < 0:
         name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
         reason = {"SIGXCPU": " (CPU time limit)", "SIGKILL": " (killed: a limit was reached)",
@@ -208,7 +210,8 @@ def _text(value: Any, limit: int = 300) -> str:
 
 
 def run_checks(plan: Plan, package: Path, *, isolation: str, limits: sandbox.Limits, slot: int = 0) -> Report:
-    """Run every check of the plan on the `tinytorch` found in `package`."""
+    """Run every check of the plan on the `tinytorch` found in `package`, starting the runner again after a
+    check that ended its process."""
     report = Report()
     names = [check.name for check in plan.checks]
     deadline = time.monotonic() + limits.wall_seconds
@@ -217,37 +220,70 @@ def run_checks(plan: Plan, package: Path, *, isolation: str, limits: sandbox.Lim
         exit = sandbox.run(plan.job, package, first, limits=limits, isolation=isolation, slot=slot,
                            deadline=deadline)
         records = _records(exit.report)
-        started = [r for r in records if r.get("importing") == first]
-        if not started:
-            raise RuntimeError(f"the grader's runner did not start ({_ending(exit, limits)})")
+        if not any(record.get("importing") == first for record in records[:1]):
+            if first == 0:
+                raise RuntimeError(f"the grader's runner did not start ({_ending(exit, limits)})")
+            report.unfinished = f"the grader could not start your package again ({_ending(exit, limits)})"
+            return report
+        tampered = next((str(r["tampered"])[:80] for r in records if "tampered" in r), None)
+        if tampered is not None:
+            message = f"your package changed the grader's code ({tampered}), so no result after that counts"
+            if first == 0 and not any(r.get("imported") is True for r in records):
+                report.import_failure = message
+            else:
+                current, _, _ = _read_sequence(records, names[first:], report)
+                report.stopped.update({current: message} if current else {})
+                report.unfinished = message
+            return report
         failed = next((r for r in records if "import_error" in r or "import_timeout" in r), None)
         if failed is not None or not any(r.get("imported") is True for r in records):
-            report.import_failure = _import_failure(failed, exit, limits)
+            if first == 0:
+                report.import_failure = _import_failure(failed, exit, limits)
+            else:  # what ran before the restart keeps its outcomes
+                report.unfinished = f"importing tinytorch failed when the grader started it again: " \
+                                    f"{_import_failure(failed, exit, limits)}"
             return report
-        current = None
-        for record in records:
-            name = record.get("begin") or record.get("check")
-            if not isinstance(name, str) or name not in names:
-                continue
-            if "begin" in record:
-                current = name
-            elif isinstance(record.get("outcomes"), list):
-                report.outcomes.setdefault(name, record["outcomes"])
-                current = None
-        if any(r.get("finished") is True for r in records):
+        current, finished, broken = _read_sequence(records, names[first:], report)
+        if finished:
             return report
         ending = _ending(exit, limits)
-        if current is None or exit.timed_out or exit.truncated:
-            if current is not None:
-                report.stopped[current] = ending
+        if broken:
+            ending = "your code wrote into the grader's report"
+        if current is not None:
+            report.stopped[current] = ending
+        if current is None or broken or exit.timed_out or exit.truncated:
             report.unfinished = ending
             return report
-        report.stopped[current] = ending
         first = names.index(current) + 1
         if first == len(names):
             return report
     report.unfinished = f"your code stopped the grader more than {MAX_RESTARTS} times"
     return report
+
+
+def _read_sequence(records: list[dict], names: list[str], report: Report) -> tuple[str | None, bool, bool]:
+    """Accept the runner's records only in the order it writes them: after "imported", `begin` then `check`
+    for each check in turn, then "finished". Anything else (a record the package under test wrote on the
+    report pipe) ends the reading: the check under way is not accepted. Returns (the check begun and not
+    ended, whether the runner finished, whether the sequence was broken)."""
+    position = next((i for i, r in enumerate(records) if r.get("imported") is True), len(records)) + 1
+    expected = iter(names)
+    current = None
+    for record in records[position:]:
+        if current is None and record == {"finished": True}:
+            return None, True, False
+        if current is None and set(record) == {"begin"}:
+            name = next(expected, None)
+            if record["begin"] != name:
+                return None, False, True
+            current = name
+        elif current is not None and set(record) == {"check", "outcomes"} and record["check"] == current \
+                and isinstance(record["outcomes"], list):
+            report.outcomes[current] = record["outcomes"]
+            current = None
+        else:
+            return current, False, True
+    return current, False, False
 
 
 def _import_failure(record: dict | None, exit: sandbox.Exit, limits: sandbox.Limits) -> str:
@@ -274,6 +310,10 @@ def _judge_check(plan: Plan, check: Check, report: Report) -> CheckResult:
         return CheckResult(check.name, check.task, check.points if passed else 0, check.points, passed,
                            message, message if public is None else public, fault)
 
+    def fault(step: str, error: Exception) -> CheckResult:
+        return result(f"grader fault in check {check.name} ({step}): {type(error).__name__}: {_text(error, 200)}",
+                      fault=True)
+
     if report.import_failure is not None:
         return result(report.import_failure)
     outcomes = report.outcomes.get(check.name)
@@ -282,31 +322,31 @@ def _judge_check(plan: Plan, check: Check, report: Report) -> CheckResult:
             return result(f"{check.doc}: {report.stopped[check.name]} during this check")
         return result(f"{check.doc}: did not run ({report.unfinished or 'the run ended before this check'})")
     checklib = shipped_checklib()
-    cases = plan.cases[check.name]
-    try:
-        for index, case in enumerate(cases):
+    for index, case in enumerate(plan.cases[check.name]):
+        try:
             what = check.what(case)
-            if index >= len(outcomes):
-                ending = report.stopped.get(check.name, "the run ended")
-                return result(f"{what}: did not finish ({ending})")
-            outcome = outcomes[index] if isinstance(outcomes[index], dict) else {}
-            message = _failure(check, what, outcome)
-            if message is not None:
-                return result(message)
+        except Exception as error:  # the suite's own words failed
+            return fault("describing the case", error)
+        if index >= len(outcomes):
+            return result(f"{what}: did not finish ({report.stopped.get(check.name, 'the run ended')})")
+        outcome = outcomes[index] if isinstance(outcomes[index], dict) else {}
+        message = _failure(check, what, outcome)
+        if message is not None:
+            return result(message)
+        try:
+            output = wire.decode(outcome["output"])
+        except Exception:  # anything the box sent that is not well-formed data is the submission's
+            return result(f"{what}: the result could not be read back")
+        try:
             expected = plan.expected(check, index) if check._verdict is None else None
-            try:
-                output = wire.decode(outcome["output"])
-            except (wire.WireError, ValueError, TypeError, KeyError, RecursionError, MemoryError):
-                return result(f"{what}: the result could not be read back")
-            try:
-                check.judge(case, output, expected)
-            except checklib.CheckFailed as failure:
-                return result(_text(failure, 600), _text(failure.public or f"{what}: the result is wrong", 600))
-            except Exception:  # the output had a form the judge cannot read: the student's result
-                return result(f"{what}: the result does not have the expected form")
-    except Exception as error:  # drawing words or computing an expected value failed: the grader's fault
-        return result(f"grader fault in check {check.name}: {type(error).__name__}: {_text(error, 200)}",
-                      fault=True)
+        except Exception as error:  # computing the right answer failed: the grader's fault
+            return fault("computing the expected value", error)
+        try:
+            check.judge(case, output, expected)
+        except checklib.CheckFailed as failure:
+            return result(_text(failure, 600), _text(failure.public or f"{what}: the result is wrong", 600))
+        except Exception:  # the output had a form the judge cannot read: the student's result
+            return result(f"{what}: the result does not have the expected form")
     return result()
 
 

@@ -65,6 +65,26 @@ def _frame_where(frame: FrameType | None, package: str) -> str:
     return ""
 
 
+def _freeze(modules: dict) -> dict:
+    """The grader's own functions and their code, taken before the package under test is imported."""
+    return {f"{label}.{name}": (value, value.__code__, getattr(value, "__defaults__", None))
+            for label, module in modules.items() for name, value in list(vars(module).items())
+            if callable(value) and hasattr(value, "__code__")}
+
+
+def _changed(frozen: dict) -> str:
+    """Which of the grader's functions the package under test replaced or rewrote, if any: its outputs
+    would then not be the grader's computation."""
+    modules = {"compute_slice": sys.modules.get("compute_slice"), "wire": sys.modules.get("wire"),
+               "runner": sys.modules.get(__name__)}
+    for key, (function, code, defaults) in frozen.items():
+        label, name = key.split(".", 1)
+        if getattr(modules[label], name, None) is not function or function.__code__ is not code \
+                or getattr(function, "__defaults__", None) is not defaults:
+            return key
+    return ""
+
+
 def _run_check(check: dict, compute: Any, tt: Any, package: str, wire: Any) -> list:
     outcomes = []
     try:
@@ -116,6 +136,7 @@ def main(job: str, package: str, first: int, report_fd: int, paths: list) -> Non
         _arm(work["import_cpu"], work["import_wall"])
         import compute_slice
 
+        frozen = _freeze({"compute_slice": compute_slice, "wire": wire, "runner": sys.modules[__name__]})
         import tinytorch as tt
         _disarm()
     except OverBudget as budget:
@@ -129,11 +150,20 @@ def main(job: str, package: str, first: int, report_fd: int, paths: list) -> Non
         _disarm()
         emit({"import_error": _first_line(error), "where": _where(error.__traceback__, package)})
         return
+    changed = _changed(frozen)
+    if changed:
+        emit({"tampered": changed})
+        return
     emit({"imported": True})
     for check in work["checks"][first:]:
         emit({"begin": check["name"]})
-        compute = getattr(compute_slice, check["function"])
-        emit({"check": check["name"], "outcomes": _run_check(check, compute, tt, package, wire)})
+        compute = frozen[f"compute_slice.{check['function']}"][0]
+        outcomes = _run_check(check, compute, tt, package, wire)
+        changed = _changed(frozen)
+        if changed:
+            emit({"tampered": changed})
+            return
+        emit({"check": check["name"], "outcomes": outcomes})
     emit({"finished": True})
 
 
