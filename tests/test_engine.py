@@ -269,3 +269,35 @@ def unary(op, x):
     assert "exit status 3" in outcome(result)["halts"][1]
     later = outcome(result)["noise_is_centred"]
     assert not later[0] and "second import fails" in later[1]
+
+
+@pytest.mark.skipif(not (sandbox.bwrap_available() and sandbox.cgroups_available()),
+                    reason="needs bubblewrap and a cgroup per box")
+def test_memory_is_limited_per_submission_not_per_process(stage, tmp_path):
+    hog = '''
+def halt():
+    import os, time
+    children = []
+    for _ in range(3):
+        pid = os.fork()
+        if pid == 0:
+            block = bytearray(400 << 20)
+            for i in range(0, len(block), 4096):
+                block[i] = 1
+            time.sleep(2)
+            os._exit(0)
+        children.append(pid)
+    statuses = [os.waitpid(pid, 0)[1] for pid in children]
+    return int(sum(status == 0 for status in statuses))
+'''
+    package = tmp_path / "pkg"
+    (package / "tinytorch").mkdir(parents=True)
+    (package / "tinytorch" / "__init__.py").write_text(GOOD.replace("def halt():\n    return 1", hog))
+    for path in [tmp_path, package, *package.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    plan = engine.make_plan(stage, seed=1, jobs=tmp_path / "jobs")
+    limits = sandbox.Limits(memory_bytes=1 << 30, wall_seconds=60)
+    report = engine.run_checks(plan, package, isolation="bwrap", limits=limits)
+    held_at_once = engine.wire.decode(report.outcomes["halts"][0]["output"]) if "output" in \
+        report.outcomes.get("halts", [{}])[0] else 0
+    assert held_at_once < 3, "three processes held 400 MiB each under a limit of 1 GiB for the submission"

@@ -153,8 +153,8 @@ def _write_job(job: Path, stage: Stage, checks: list[Check], cases: dict[str, li
         shutil.copy2(SHIPPED / name, scratch / "lib" / name)
     (scratch / "lib" / "compute_slice.py").write_text(compute_slice(stage.suite), encoding="utf-8")
     work = {"import_cpu": IMPORT_CPU_SECONDS, "import_wall": 3 * IMPORT_CPU_SECONDS,
-            "checks": [{"name": c.name, "function": c.compute.__name__, "cpu": float(c.timeout), "wall": 3 * float(c.timeout) + 10,
-                        "cases": cases[c.name]} for c in checks]}
+            "checks": [{"name": c.name, "function": c.compute.__name__, "cpu": float(c.timeout),
+                        "wall": 3 * float(c.timeout) + 10, "cases": cases[c.name]} for c in checks]}
     (scratch / "work.json").write_text(wire.dumps(work), encoding="utf-8")
     for path in [scratch, *scratch.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)

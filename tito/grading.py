@@ -24,6 +24,7 @@ from tito.source import parse_notebook, read_source
 from tito.submissions import feedback_filename
 
 MODES = ("isolated", "cumulative")
+MAX_EXPORTED_CHARACTERS = 1 << 20  # a module's exported code is about 30,000 characters
 
 
 @dataclass
@@ -83,6 +84,12 @@ def package_files(root: Path, stage: Stage, notebooks: dict[str, bytes], mode: s
             notebook = parse_notebook(data.decode("utf-8", errors="replace"))
         except ValueError as error:
             notes.append(f"the {earlier.name} notebook is not a readable Jupyter notebook ({error})")
+            continue
+        exported = sum(len(cell.source) for cell in notebook.cells
+                       if cell.cell_type == "code" and cell.source.lstrip().startswith("#| export"))
+        if exported > MAX_EXPORTED_CHARACTERS:  # compiling megabytes of code costs the grader gigabytes
+            notes.append(f"the exported cells of the {earlier.name} notebook hold {exported:,} characters, more "
+                         f"than the grader compiles ({MAX_EXPORTED_CHARACTERS:,}); that notebook was left out")
             continue
         try:
             with _COMPILING:

@@ -54,21 +54,35 @@ class Exit:
 
 @lru_cache(maxsize=1)
 def bwrap_available() -> bool:
-    """bubblewrap is installed and can build a box on this machine."""
-    if sys.platform != "linux" or shutil.which("bwrap") is None:
-        return False
-    try:
-        probe = subprocess.run(_bwrap_prefix(0, Limits()) + ["/bin/sh", "-c", "touch /tmp/probe"],
-                               capture_output=True, timeout=30, preexec_fn=_new_session)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return probe.returncode == 0
+    """bubblewrap is installed and can build a box on this machine in which Python starts."""
+    return sys.platform == "linux" and shutil.which("bwrap") is not None and _box_mode() is not None
+
+
+@lru_cache(maxsize=1)
+def _box_mode() -> str | None:
+    """How the box gets its own user: "user" (a non-root grader: a user namespace of its own), "drop"
+    (root: drop to a user id of its own, then a user namespace, as for a non-root grader), "inside" (root,
+    where that user cannot reach the interpreter, e.g. under /root: bubblewrap as root builds the root, and
+    inside it, as a user id of its own, a second bubblewrap makes the user namespace)."""
+    modes = ["drop", "inside"] if os.geteuid() == 0 else ["user"]
+    for mode in modes:
+        probe = _bwrap_prefix(0, Limits(), mode) + [sys.executable, "-I", "-S", "-c",
+                                                    "import sys; sys.path += sys.argv[1:]; import numpy; "
+                                                    "open('/tmp/probe', 'w').close()", *site_paths()]
+        try:
+            if subprocess.run(probe, capture_output=True, timeout=60, preexec_fn=_new_session).returncode == 0:
+                return mode
+        except (OSError, subprocess.SubprocessError):
+            continue
+    return None
 
 
 def describe(isolation: str) -> str:
     return {
         "bwrap": "bubblewrap sandbox: read-only allow-listed root, no network, new PID/IPC/user namespaces, "
-                 "a user id of its own, private size-limited /tmp, resource limits",
+                 "a user id of its own, private size-limited /tmp, resource limits"
+                 + (", memory and processes limited per submission (cgroup)" if cgroups_available() else
+                    " (memory limited per process: no cgroup can be made here)"),
         "process": "a child process with resource limits and a deadline (feedback on your own machine)",
         "none": "NO SANDBOX (--unsafe-no-sandbox): student code ran with the grader's rights and could read "
                 "and write the grader's files and use the network",
@@ -93,12 +107,17 @@ def _new_session() -> None:
     os.setsid()
 
 
-def _bwrap_prefix(slot: int, limits: Limits) -> list[str]:
-    """bwrap's options up to the command; root runs the command as its own user id via setpriv."""
-    root = os.geteuid() == 0
-    command = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net",
-               "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox",
-               "--ro-bind", "/usr", "/usr"]
+def _bwrap_prefix(slot: int, limits: Limits, mode: str | None = None) -> list[str]:
+    """The command up to the program to run in the box, whose user owns nothing outside and whose
+    processes alone count against RLIMIT_NPROC (see `_box_mode`)."""
+    mode = mode or _box_mode()
+    uid = SANDBOX_UID_BASE + slot
+    drop = ["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+    command = [*(drop if mode == "drop" else []), "bwrap", "--die-with-parent", "--new-session",
+               "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+               "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
+    if mode != "inside":  # a user namespace, in which no further one can be made
+        command += ["--unshare-user", "--disable-userns"]
     for name in ("bin", "lib", "lib64", "sbin"):
         if Path(f"/{name}").is_symlink():
             command += ["--symlink", os.readlink(f"/{name}"), f"/{name}"]
@@ -114,15 +133,73 @@ def _bwrap_prefix(slot: int, limits: Limits) -> list[str]:
         command += ["--ro-bind", str(path), str(path)]
     command += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(limits.tmp_bytes),
                 "--tmpfs", "/tmp", "--chdir", "/tmp", "--clearenv"]
-    if root:  # a user id of its own: it owns nothing outside, and RLIMIT_NPROC counts only its processes
-        uid = SANDBOX_UID_BASE + slot
-        command += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
-                    "/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                    "--inh-caps=-all", "--no-new-privs"]
-    else:
-        command[1:1] = ["--unshare-user", "--disable-userns"]
-        command += ["--"]
-    return command
+    if mode == "inside":  # then, as that user, a user namespace of its own in which no further one can be made
+        return command + ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--", *drop,
+                          "--inh-caps=-all", "--no-new-privs", "/usr/bin/bwrap", "--unshare-user",
+                          "--disable-userns", "--uid", str(uid), "--gid", str(uid), "--die-with-parent",
+                          "--dev-bind", "/", "/", "--"]
+    return command + ["--"]
+
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+class Cgroup:
+    """A control group per box, where the machine lets the grader make one (as root, cgroup v1 or v2):
+    memory and process count limited for the whole submission, not per process."""
+
+    def __init__(self, name: str, limits: Limits) -> None:
+        self.folders: list[Path] = []
+        for controller, settings in _cgroup_settings(limits).items():
+            folder = _cgroup_parent(controller) / name
+            folder.mkdir()
+            self.folders.append(folder)
+            for setting, value in settings.items():
+                (folder / setting).write_text(value)
+
+    def enter(self) -> None:
+        """Called in the box's first process before it starts anything: it and its descendants join."""
+        for folder in self.folders:
+            (folder / "cgroup.procs").write_text("0")
+
+    def remove(self) -> None:
+        for folder in self.folders:
+            for _ in range(50):  # the box's last processes may still be exiting
+                try:
+                    folder.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+
+
+def _cgroup_settings(limits: Limits) -> dict[str, dict[str, str]]:
+    if (CGROUP_ROOT / "cgroup.controllers").is_file():  # cgroup v2 mounted at the root
+        return {"": {"memory.max": str(limits.memory_bytes), "memory.swap.max": "0",
+                     "pids.max": str(limits.processes)}}
+    return {"memory": {"memory.limit_in_bytes": str(limits.memory_bytes)},
+            "pids": {"pids.max": str(limits.processes)}}
+
+
+def _cgroup_parent(controller: str) -> Path:
+    """The folder of this process's own cgroup for `controller` ("" for cgroup v2)."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, names, path = line.split(":", 2)
+        if (controller == "" and names == "") or controller in names.split(","):
+            return CGROUP_ROOT / controller / path.lstrip("/") if controller else CGROUP_ROOT / path.lstrip("/")
+    raise OSError(f"no {controller or 'v2'} cgroup")
+
+
+@lru_cache(maxsize=1)
+def cgroups_available() -> bool:
+    """Whether a box can get a cgroup of its own here (root, and the controllers writable)."""
+    if os.geteuid() != 0 or sys.platform != "linux":
+        return False
+    try:
+        probe = Cgroup(f"tito-probe-{os.getpid()}", Limits())
+    except (OSError, ValueError):
+        return False
+    probe.remove()
+    return True
 
 
 def _user_processes() -> int:
@@ -139,13 +216,15 @@ def _user_processes() -> int:
     return count
 
 
-def _limiter(limits: Limits, isolation: str) -> Callable[[], None]:
+def _limiter(limits: Limits, isolation: str, cgroup: Cgroup | None = None) -> Callable[[], None]:
     # for a non-root grader RLIMIT_NPROC counts all of its own processes: allow those running now
     processes = limits.processes if os.geteuid() == 0 else _user_processes() + limits.processes
     cpu = int(limits.wall_seconds) + 5
 
     def apply() -> None:
         os.setsid()
+        if cgroup is not None:
+            cgroup.enter()
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
@@ -178,16 +257,23 @@ def run(job: Path, package: Path, first: int, *, limits: Limits, isolation: str,
         command = [*python, str(job / "lib" / "runner.py"), str(job), str(package), str(first), str(write_end),
                    *site_paths()]
     wall = limits.wall_seconds if deadline is None else max(0.5, deadline - time.monotonic())
+    cgroup = Cgroup(f"tito-{os.getpid()}-{slot}-{time.monotonic_ns()}", limits) \
+        if isolation == "bwrap" and cgroups_available() else None
     try:
-        process = subprocess.Popen(command, cwd="/tmp" if isolation == "bwrap" else str(job), env=dict(ENV),
-                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                   pass_fds=(write_end,), preexec_fn=_limiter(limits, isolation))
+        try:
+            process = subprocess.Popen(command, cwd="/tmp" if isolation == "bwrap" else str(job), env=dict(ENV),
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL, pass_fds=(write_end,),
+                                       preexec_fn=_limiter(limits, isolation, cgroup))
+        finally:
+            os.close(write_end)
+        try:
+            report, truncated, timed_out = _collect(process, read_end, time.monotonic() + wall, limits.report_bytes)
+        finally:
+            os.close(read_end)
     finally:
-        os.close(write_end)
-    try:
-        report, truncated, timed_out = _collect(process, read_end, time.monotonic() + wall, limits.report_bytes)
-    finally:
-        os.close(read_end)
+        if cgroup is not None:
+            cgroup.remove()
     return Exit(process.returncode, timed_out, report, truncated)
 
 

@@ -97,8 +97,8 @@ def _student_entries(where: Path) -> dict[str, os.DirEntry]:
         if student is None:
             continue
         if student in found:
-            raise TitoError(f"{_printable(found[student].name)} and {_printable(entry.name)} in {where} are both "
-                            f"submissions of {_printable(student)}: keep one of them and grade again")
+            raise TitoError(f"{printable(found[student].name)} and {printable(entry.name)} in {where} are both "
+                            f"submissions of {printable(student)}: keep one of them and grade again")
         found[student] = entry
     return found
 
@@ -126,7 +126,7 @@ def _read_submission(student: str, entry: os.DirEntry, stages: Collection[str]) 
         else:
             notebooks = _choose([_Candidate((entry.name,), lambda limit: _read_file(path, limit))], stages, notes)
     except Exception as error:  # the last resort: one student's files must never stop the grading of the class
-        notes.append(f"{_printable(entry.name)} could not be read ({type(error).__name__})")
+        notes.append(f"{printable(entry.name)} could not be read ({type(error).__name__})")
         notebooks = {}
     return Submission(student, notebooks, notes)
 
@@ -320,8 +320,9 @@ def _stage_in_metadata(data: bytes, shown: str, stages: Collection[str], notes: 
 
 def _shown(parts: tuple[str, ...] | str) -> str:
     """A path for a note, on one line whatever characters its names hold."""
-    return _printable(parts if isinstance(parts, str) else "/".join(parts))
+    return printable(parts if isinstance(parts, str) else "/".join(parts))
 
 
-def _printable(text: str) -> str:
+def printable(text: str) -> str:
+    """`text` on one line with no control character: ids and names as the grader prints them."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

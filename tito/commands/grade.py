@@ -40,7 +40,7 @@ def grade(where: Path, *, stages: list[str] | None = None, isolated: bool = Fals
         unknown = [name for name in students if name not in found]
         if unknown:
             raise TitoError(f"no submission from {', '.join(map(repr, unknown))} in {where}; "
-                            f"the students there are {', '.join(sorted(found)[:10])}"
+                            f"the students there are {', '.join(map(submissions.printable, sorted(found)[:10]))}"
                             f"{' ...' if len(found) > 10 else ''}")
         found = {name: found[name] for name in students}
     key, key_source = grading.course_key(where, out, seed)
@@ -77,7 +77,8 @@ def grade(where: Path, *, stages: list[str] | None = None, isolated: bool = Fals
     faults = [g for g in grades if g.fault]
     if faults:
         raise TitoError(f"{len(faults)} grades could not be computed because the grader failed (marked "
-                        f"'grader fault' in grades.csv and listed in summary.md); the first: {faults[0].student}, "
+                        f"'grader fault' in grades.csv and listed in summary.md); the first: "
+                        f"{submissions.printable(faults[0].student)}, "
                         f"stage {faults[0].stage}: {faults[0].fault}", code=1)
     return 0
 
@@ -95,7 +96,8 @@ def _grade_all(grader: grading.Grader, work: list, found: dict, jobs: int) -> li
                 grades.append(future.result())
             except Exception as error:  # a fault of the grader: the row stays, marked, and the run says so
                 grades.append(grading.fault_grade(plan, name, mode, error))
-                console.error(f"could not grade {name}, stage {plan.stage.number} ({mode}): {grades[-1].fault}")
+                console.error(f"could not grade {submissions.printable(name)}, stage {plan.stage.number} "
+                              f"({mode}): {grades[-1].fault}")
             progress.advance(task)
     return grades
 
@@ -108,5 +110,5 @@ def _print_summary(grades: list[grading.Grade]) -> None:
         table.add_column(column, no_wrap=True)
     for grade in grades:
         score = "grader fault" if grade.fault else f"{grade.score:g}/{grade.max_score:g}"
-        table.add_row(grade.student, grade.stage, grade.mode, score)
+        table.add_row(submissions.printable(grade.student), grade.stage, grade.mode, score)
     console.out.print(table)

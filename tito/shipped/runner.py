@@ -77,6 +77,7 @@ def _changed(frozen: dict) -> str:
     would then not be the grader's computation."""
     modules = {"compute_slice": sys.modules.get("compute_slice"), "wire": sys.modules.get("wire"),
                "runner": sys.modules.get(__name__)}
+    function: Any
     for key, (function, code, defaults) in frozen.items():
         label, name = key.split(".", 1)
         if getattr(modules[label], name, None) is not function or function.__code__ is not code \
