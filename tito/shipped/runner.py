@@ -65,23 +65,22 @@ def _frame_where(frame: FrameType | None, package: str) -> str:
     return ""
 
 
-def _freeze(modules: dict) -> dict:
+def _freeze(modules: dict) -> dict[str, tuple[Any, Any, Any]]:
     """The grader's own functions and their code, taken before the package under test is imported."""
     return {f"{label}.{name}": (value, value.__code__, getattr(value, "__defaults__", None))
             for label, module in modules.items() for name, value in list(vars(module).items())
             if callable(value) and hasattr(value, "__code__")}
 
 
-def _changed(frozen: dict) -> str:
+def _changed(frozen: dict[str, tuple[Any, Any, Any]]) -> str:
     """Which of the grader's functions the package under test replaced or rewrote, if any: its outputs
     would then not be the grader's computation."""
     modules = {"compute_slice": sys.modules.get("compute_slice"), "wire": sys.modules.get("wire"),
                "runner": sys.modules.get(__name__)}
-    function: Any
-    for key, (function, code, defaults) in frozen.items():
+    for key, (saved, code, defaults) in frozen.items():
         label, name = key.split(".", 1)
-        if getattr(modules[label], name, None) is not function or function.__code__ is not code \
-                or getattr(function, "__defaults__", None) is not defaults:
+        if getattr(modules[label], name, None) is not saved or getattr(saved, "__code__", None) is not code \
+                or getattr(saved, "__defaults__", None) is not defaults:
             return key
     return ""
 
