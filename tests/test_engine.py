@@ -172,7 +172,7 @@ def test_a_hang_at_import_is_named_with_its_line(stage, tmp_path, monkeypatch):
     monkeypatch.setattr(engine, "IMPORT_CPU_SECONDS", 1.0)
     result = grade(stage, tmp_path, GOOD + "\nwhile True:\n    pass\n")
     assert result.score == 0
-    assert "importing tinytorch did not finish within 1 s (at __init__.py line" in result.tests[0].message
+    assert "importing tinytorch did not finish within 1 s of CPU time (at __init__.py line" in result.tests[0].message
 
 
 def test_an_error_at_import_zeroes_the_stage_with_one_sentence(stage, tmp_path):

@@ -291,8 +291,10 @@ def _import_failure(record: dict | None, exit: sandbox.Exit, limits: sandbox.Lim
     if record is None:
         return f"importing tinytorch stopped the grader: {_ending(exit, limits)}"
     if "import_timeout" in record:
-        return (f"importing tinytorch did not finish within {IMPORT_CPU_SECONDS:g} s{where}: "
-                f"look for a loop or a long computation at the top level of an exported cell")
+        spent = f"{IMPORT_CPU_SECONDS:g} s of CPU time" if record["import_timeout"] == "cpu" else \
+            f"{3 * IMPORT_CPU_SECONDS:g} s (it was waiting)"
+        return (f"importing tinytorch did not finish within {spent}{where}: "
+                f"look for a loop, a wait or a long computation at the top level of an exported cell")
     return f"your package could not be imported: {_text(record['import_error'])}{where}"
 
 

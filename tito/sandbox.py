@@ -137,8 +137,8 @@ def _bwrap_prefix(slot: int, limits: Limits, mode: str | None = None) -> list[st
         return command + ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--", *drop,
                           "--inh-caps=-all", "--no-new-privs", "/usr/bin/bwrap", "--unshare-user",
                           "--disable-userns", "--uid", str(uid), "--gid", str(uid), "--die-with-parent",
-                          "--dev-bind", "/", "/", "--"]
-    return command + ["--"]
+                          "--new-session", "--unshare-pid", "--as-pid-1", "--dev-bind", "/", "/", "--"]
+    return command + ["--as-pid-1", "--"]  # the runner is pid 1: no process of bubblewrap's shares its box
 
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -225,7 +225,8 @@ def _limiter(limits: Limits, isolation: str, cgroup: Cgroup | None = None) -> Ca
         os.setsid()
         if cgroup is not None:
             cgroup.enter()
-        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+        if cgroup is None:  # else the cgroup limits resident memory, not reserved address space (thread stacks)
+            resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
         resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
