@@ -2,6 +2,10 @@
 
 Cases hold only numpy arrays and plain values (dtypes as names, axes and shapes as lists, indices in a
 plain encoding), so they travel between processes; every expected value comes from numpy on the case.
+Variants of one behaviour (a rule of construction, an operator, a reduction, a factory) are one check family
+over a table, the variant's name travelling in the case; where the variants belong to different tasks, the
+table gives each its task and points (`by_variant`). A view is judged by what it shows after 0, 1, 2, ...
+are written through the tensor it came from.
 """
 
 import operator
@@ -13,22 +17,15 @@ from hypothesis.extra import numpy as hnp
 
 from checklib import CheckFailed, arrays, capture_error, check, shapes
 
-# --- shared strategies and helpers -----------------------------------------------------------------
+# --- compute helpers: they run beside the package under test -------------------------------------------
 
-SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**"}
 OPERATORS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
-             "pow": operator.pow}
-UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power}
+             "pow": operator.pow}  # on Tensors, and on numpy arrays for the expected values
 
 
-def tensor_words(x) -> str:
-    x = np.asarray(x)
-    article = "an" if x.dtype.name.startswith("int") else "a"
-    return f"{article} {x.dtype} tensor of shape {x.shape}"
-
-
-def strides_in_elements(x: np.ndarray) -> list:
-    return [step // x.itemsize for step in x.strides]
+def write_through(tensor):
+    """Overwrite the tensor's own array with 0, 1, 2, ... in place (cast to its dtype)."""
+    tensor.data[...] = np.arange(tensor.data.size).reshape(tensor.data.shape)
 
 
 def as_axis(axis):
@@ -36,26 +33,59 @@ def as_axis(axis):
     return tuple(axis) if isinstance(axis, list) else axis
 
 
+def reduce(tt, case):
+    return getattr(tt.Tensor(case["x"]), case["method"])(axis=as_axis(case["axis"]), keepdims=case["keepdims"]).data
+
+
+def decode_index(encoded: dict):
+    """Indices travel in a plain encoding: ints, None, "..." and ["slice", start, stop, step]."""
+    items = [slice(*item[1:]) if isinstance(item, list) else Ellipsis if item == "..." else item
+             for item in encoded["items"]]
+    return tuple(items) if encoded["tuple"] else items[0]
+
+
+LAYOUTS = {  # the call -> the tensor it makes of t, the case giving the arguments
+    "reshape": lambda t, case: t.reshape(tuple(case["shape"])) if case["as_tuple"] else t.reshape(*case["shape"]),
+    "permute": lambda t, case: t.permute(tuple(case["dims"])) if case["as_tuple"] else t.permute(*case["dims"]),
+    "transpose": lambda t, case: t.transpose(*case["dims"]), "T": lambda t, case: t.T,
+    "index": lambda t, case: t[decode_index(case["index"])]}
+
+
+# --- judge helpers: words, strategies and references ---------------------------------------------------
+
+SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**"}
+ANY_DTYPE = ["float16", "float32", "float64", "int8", "int32", "int64", "uint8", "bool"]
+
+
+def tensor_words(x) -> str:
+    x = np.asarray(x)
+    return f"{'an' if x.dtype.name.startswith('int') else 'a'} {x.dtype} tensor of shape {x.shape}"
+
+
+def operand_words(b) -> str:
+    return tensor_words(b) if isinstance(b, np.ndarray) else repr(b)
+
+
+def strides_in_elements(x: np.ndarray) -> list:
+    return [step // x.itemsize for step in x.strides]
+
+
+def written(x: np.ndarray) -> np.ndarray:
+    """What write_through leaves in an array like x."""
+    return np.arange(x.size).reshape(x.shape).astype(x.dtype)
+
+
 def squeeze(text: str) -> str:
     return "".join(str(text).split())
 
 
 def dtype_arrays(shape, dtypes, low=-10.0, high=10.0):
-    """(array) of one of `dtypes` (names), values in [low, high]."""
+    """Arrays of one of `dtypes` (names), values in [low, high]."""
     return st.sampled_from(dtypes).flatmap(lambda name: arrays(shape, np.dtype(name), low, high))
 
 
-def away_from_zero(x: np.ndarray) -> np.ndarray:
-    return np.where(np.abs(x) < 0.5, np.ones_like(x), x)
-
-
-@st.composite
-def broadcastable_pair(draw, dtypes=("float32", "float64", "int64"), nonzero_b=False):
-    a_shape, b_shape = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4,
-                                                              min_side=1, max_side=5)).input_shapes
-    a = draw(dtype_arrays(a_shape, list(dtypes)))
-    b = draw(dtype_arrays(b_shape, list(dtypes)))
-    return {"a": a, "b": away_from_zero(b) if nonzero_b else b}
+def x_case(shape, dtypes, low=-10.0, high=10.0):
+    return st.fixed_dictionaries({"x": dtype_arrays(shape, dtypes, low, high)})
 
 
 @st.composite
@@ -67,229 +97,144 @@ def mismatched_shapes(draw):
     size_a, size_b = draw(st.lists(st.integers(2, 5), min_size=2, max_size=2, unique=True))
     a, b = list(base), base[start:]
     a[axis], b[axis - start] = size_a, size_b
-    if draw(st.booleans()):
-        a, b = b, a
-    return a, b
+    return (b, a) if draw(st.booleans()) else (a, b)
 
 
-@st.composite
-def axis_for(draw, ndim: int):
-    """None, an int (maybe negative) or a list of distinct axes (maybe negative, maybe empty)."""
-    kind = draw(st.sampled_from(["none", "int", "tuple"] if ndim else ["none", "tuple"]))
-    if kind == "none":
-        return None
-    if kind == "int":
-        return draw(st.integers(-ndim, ndim - 1))
-    if ndim == 0:
-        return []
-    axes = draw(st.lists(st.integers(0, ndim - 1), unique=True, max_size=ndim))
-    return [a - ndim if draw(st.booleans()) else a for a in axes]
+def failed(message: str) -> CheckFailed:
+    """A verdict whose message reveals nothing the notebook does not say: public as it is."""
+    return CheckFailed(message, message)
 
 
-@st.composite
-def reduction_case(draw, dtypes):
-    shape = draw(shapes(min_dims=0, max_dims=4, min_side=1, max_side=5))
-    return {"x": draw(dtype_arrays(shape, dtypes)), "axis": draw(axis_for(len(shape))),
-            "keepdims": draw(st.booleans())}
-
-
-@st.composite
-def empty_reduction_case(draw):
-    """An array with a zero-size axis, reduced over that axis (alone, in a tuple, or with axis=None)."""
-    shape = list(draw(shapes(min_dims=1, max_dims=3, min_side=1, max_side=4)))
-    ndim = len(shape)
-    zero = draw(st.integers(0, ndim - 1))
-    shape[zero] = 0
-    kind = draw(st.sampled_from(["none", "int", "tuple"]))
-    if kind == "none":
-        axis = None
-    elif kind == "int":
-        axis = zero - ndim if draw(st.booleans()) else zero
-    else:
-        axes = sorted({zero, *draw(st.lists(st.integers(0, ndim - 1), max_size=ndim))})
-        axis = [a - ndim if draw(st.booleans()) else a for a in axes]
-    return {"x": np.zeros(shape, np.float32), "axis": axis, "keepdims": draw(st.booleans())}
-
-
-def reduction_words(name: str, case: dict) -> str:
-    return (f"Tensor.{name}(axis={as_axis(case['axis'])!r}, keepdims={case['keepdims']}) of "
-            f"{tensor_words(case['x'])}")
-
-
-# Indices travel in a plain encoding: ints, None, "..." and ["slice", start, stop, step].
-def encode_index(index) -> dict:
-    def one(item):
-        if isinstance(item, slice):
-            return ["slice", item.start, item.stop, item.step]
-        if item is Ellipsis:
-            return "..."
-        return None if item is None else int(item)
-    if isinstance(index, tuple):
-        return {"tuple": True, "items": [one(item) for item in index]}
-    return {"tuple": False, "items": [one(index)]}
-
-
-def decode_index(encoded: dict):
-    def one(item):
-        if isinstance(item, list):
-            return slice(*item[1:])
-        return Ellipsis if item == "..." else item
-    items = [one(item) for item in encoded["items"]]
-    return tuple(items) if encoded["tuple"] else items[0]
-
-
-def index_words(encoded: dict) -> str:
-    def one(item):
-        if isinstance(item, list):
-            start, stop, step = item[1:]
-            text = f"{'' if start is None else start}:{'' if stop is None else stop}"
-            return text + (f":{step}" if step is not None else "")
-        return "..." if item == "..." else "None" if item is None else str(item)
-    inner = ", ".join(one(item) for item in encoded["items"])
-    return f"[{inner}{',' if encoded['tuple'] and len(encoded['items']) == 1 else ''}]"
-
-
-def expect_error(case: dict, output: dict, what: str, *parts: str, error: str = "ValueError") -> None:
+def expect_error(output: dict, what: str, *parts: str, error: str = "ValueError") -> None:
     if output.get("raised") != error:
         got = "no error" if output.get("raised") is None else f"{output['raised']}: {output.get('message')}"
-        raise CheckFailed(f"{what}: expected a {error} but got {got}")
+        raise failed(f"{what}: expected a {error} but got {got}")
     missing = [part for part in parts if part not in output.get("message", "")]
     if missing:
-        raise CheckFailed(f"{what}: the {error} should name {' and '.join(parts)}, "
-                          f"but its message is {output['message']!r}")
+        raise failed(f"{what}: the {error} should name {' and '.join(parts)}, but its message is {output['message']!r}")
+
+
+def by_variant(*families):
+    """Give each check of a family the task and points of its variant in the family's table (a checklib
+    family has one task; here a behaviour shared by several operations belongs to each operation's task)."""
+    for family, table in families:
+        for member in family.checks:
+            member.task, member.points = table[member.name.split("[", 1)[1][:-1]][:2]
 
 
 # --- 01.1 construction and the dtype rule ----------------------------------------------------------
 
 @st.composite
 def python_floats(draw):
-    """Nested lists of Python floats (or one float); when mixed, every other element is a Python int."""
-    x = draw(arrays(shapes(min_dims=0, max_dims=3), np.float64, -100, 100)).astype(object)
-    mixed = x.ndim > 0 and draw(st.booleans())
-    if mixed:
+    """Nested lists of Python floats (or one float); in about half, every other element a Python int."""
+    x = draw(arrays(shapes(max_dims=3), np.float64, -100, 100)).astype(object)
+    if x.ndim and draw(st.booleans()):
         flat = x.reshape(-1)
         flat[1::2] = [int(round(value)) for value in flat[1::2]]
-    return {"data": x.tolist(), "mixed": mixed}
+    return x.tolist()
 
 
-@check(task="01.1", points=2, dtype=True, inputs=python_floats(),
-       describe=lambda c: f"Tensor({c['data']!r:.60}) (Python floats{' and ints' if c['mixed'] else ''})")
-def python_floats_become_float32(tt, case):
-    """Tensor(Python floats) is float32."""
-    return tt.Tensor(case["data"]).data
+def to_list(strategy):
+    return strategy.map(lambda x: x.tolist())
 
 
-@python_floats_become_float32.expected
+CONSTRUCTION = {  # the rule -> (strategy of data, strategy of the dtype= argument)
+    "Python floats": (python_floats(), st.none()),
+    "Python ints": (to_list(arrays(shapes(max_dims=3), np.int64, -1000, 1000)), st.none()),
+    "Python bools": (to_list(arrays(shapes(max_dims=3), np.bool_)), st.none()),
+    "a numpy array": (dtype_arrays(shapes(max_dims=3), ANY_DTYPE, 0, 100), st.none()),
+    "a numpy scalar": (dtype_arrays((), ANY_DTYPE, 0, 100).map(lambda x: x[()]), st.none()),
+    "a Tensor": (dtype_arrays(shapes(max_dims=3), ANY_DTYPE, 0, 100), st.none()),
+    "dtype=": (st.one_of(dtype_arrays(shapes(max_dims=3), ["float32", "int64"], -100, 100),
+                         to_list(dtype_arrays(shapes(max_dims=3), ["float32", "int64"], -100, 100))),
+               st.sampled_from(["float32", "float64", "int32", "int64", "float16"])),
+}
+
+
+def construction_words(case: dict) -> str:
+    data, rule = case["data"], case["rule"]
+    if isinstance(data, (list, int, float, bool)):
+        shown = repr(data) if len(repr(data)) <= 60 else repr(data)[:56] + " ..."
+    else:
+        kind = "scalar" if isinstance(data, np.generic) else "array"
+        shown = f"a numpy {kind} of dtype {data.dtype} and shape {data.shape}"
+        shown = f"Tensor({shown})" if rule == "a Tensor" else shown
+    return f"Tensor({shown}{'' if case['dtype'] is None else ', dtype=np.' + case['dtype']}) ({rule})"
+
+
+@check(task="01.1", points=1, dtype=True, describe=construction_words,
+       variants={rule: st.fixed_dictionaries({"rule": st.just(rule), "data": data, "dtype": dtype})
+                 for rule, (data, dtype) in CONSTRUCTION.items()})
+def construction_follows_the_dtype_rule(tt, case):
+    """Tensor(data) follows the dtype rule (Python floats float32, ints int64; numpy data keeps its dtype)."""
+    data = tt.Tensor(case["data"]) if case["rule"] == "a Tensor" else case["data"]
+    return tt.Tensor(data, **({} if case["dtype"] is None else {"dtype": getattr(np, case["dtype"])})).data
+
+
+@construction_follows_the_dtype_rule.expected
 def _(case):
-    return np.array(case["data"], dtype=np.float64).astype(np.float32)
-
-
-@check(task="01.1", points=2, dtype=True,
-       inputs=st.sampled_from(["int64", "bool"]).flatmap(lambda kind: st.fixed_dictionaries({
-           "kind": st.just(kind),
-           "data": arrays(shapes(min_dims=0, max_dims=3), np.dtype(kind), -1000, 1000).map(lambda x: x.tolist())})),
-       describe=lambda c: f"Tensor({c['data']!r:.60}) (Python {'ints' if c['kind'] == 'int64' else 'bools'})")
-def python_ints_become_int64_and_bools_bool(tt, case):
-    """Tensor(Python ints) is int64; Tensor(Python bools) is bool."""
-    return tt.Tensor(case["data"]).data
-
-
-@python_ints_become_int64_and_bools_bool.expected
-def _(case):
-    return np.array(case["data"], dtype=case["kind"])
-
-
-@check(task="01.1", points=2, dtype=True,
-       inputs=st.fixed_dictionaries({
-           "x": dtype_arrays(shapes(min_dims=0, max_dims=3),
-                             ["float16", "float32", "float64", "int8", "int32", "int64", "uint8", "bool"], 0, 100),
-           "scalar": st.booleans()}).map(lambda c: {"x": c["x"].reshape(-1)[0] if c["scalar"] and c["x"].size
-                                                     else c["x"]}),
-       describe=lambda c: f"Tensor(numpy {'scalar' if isinstance(c['x'], np.generic) else 'array'} of dtype "
-                          f"{c['x'].dtype} and shape {np.shape(c['x'])})")
-def numpy_data_keeps_its_dtype(tt, case):
-    """Tensor(numpy array or scalar) keeps its dtype."""
-    return tt.Tensor(case["x"]).data
-
-
-@numpy_data_keeps_its_dtype.expected
-def _(case):
-    return np.asarray(case["x"])
-
-
-@check(task="01.1", points=1, dtype=True,
-       inputs=st.fixed_dictionaries({
-           "x": dtype_arrays(shapes(min_dims=0, max_dims=3), ["float32", "int64"], -100, 100),
-           "as_list": st.booleans(),
-           "dtype": st.sampled_from(["float32", "float64", "int32", "int64", "float16"])}).map(
-           lambda c: {"data": c["x"].tolist() if c["as_list"] else c["x"], "dtype": c["dtype"]}),
-       describe=lambda c: f"Tensor({'a list' if isinstance(c['data'], (list, float, int)) else tensor_words(c['data'])}"
-                          f", dtype=np.{c['dtype']})")
-def explicit_dtype_is_a_cast(tt, case):
-    """Tensor(data, dtype=...) casts to that dtype."""
-    return tt.Tensor(case["data"], dtype=getattr(np, case["dtype"])).data
-
-
-@explicit_dtype_is_a_cast.expected
-def _(case):
-    return np.asarray(case["data"]).astype(case["dtype"])
+    data = np.asarray(case["data"])
+    if case["dtype"] is not None:
+        return data.astype(case["dtype"])
+    return data.astype(np.float32) if case["rule"] == "Python floats" else data
 
 
 # --- 01.2 shape and strides ------------------------------------------------------------------------
 
-@check(task="01.2", points=2,
-       inputs=st.fixed_dictionaries({"x": arrays(shapes(min_dims=0, max_dims=4, min_side=0), np.float32)}),
-       describe=lambda c: f"shape, ndim, size and len() of {tensor_words(c['x'])}")
-def shape_ndim_size_and_len(tt, case):
-    """shape (a tuple), ndim, size and len() describe the tensor; len() of a 0-d tensor is a TypeError."""
+@check(task="01.2", points=2, inputs=x_case(shapes(max_dims=4, min_side=0), ["float32", "int64", "bool"]),
+       describe=lambda c: f"shape, ndim, size, dtype and len() of {tensor_words(c['x'])}")
+def shape_ndim_size_dtype_and_len(tt, case):
+    """shape (a tuple), ndim, size, dtype and len() describe the tensor; len() of a 0-d tensor is a TypeError."""
     t = tt.Tensor(case["x"])
-    return {"shape": list(t.shape), "shape is a tuple": isinstance(t.shape, tuple), "ndim": t.ndim,
-            "size": t.size, "len": len(t) if case["x"].ndim else capture_error(lambda: len(t))["raised"]}
+    return {"shape": t.shape, "type of shape": type(t.shape).__name__, "ndim": t.ndim, "size": t.size,
+            "dtype": str(t.dtype), "len()": len(t) if case["x"].ndim else capture_error(lambda: len(t))["raised"]}
 
 
-@shape_ndim_size_and_len.expected
+@shape_ndim_size_dtype_and_len.expected
 def _(case):
     x = case["x"]
-    return {"shape": list(x.shape), "shape is a tuple": True, "ndim": x.ndim, "size": x.size,
-            "len": len(x) if x.ndim else capture_error(lambda: len(x))["raised"]}
+    return {"shape": x.shape, "type of shape": "tuple", "ndim": x.ndim, "size": x.size, "dtype": str(x.dtype),
+            "len()": len(x) if x.ndim else "TypeError"}
 
 
-@check(task="01.2", points=1,
-       inputs=st.fixed_dictionaries({"x": dtype_arrays(shapes(min_dims=0, max_dims=4, min_side=0),
-                                                       ["float32", "float64", "int64", "int8", "bool"])}),
-       describe=lambda c: f"stride() and is_contiguous() of {tensor_words(c['x'])}")
+@check(task="01.2", points=1, dtype=True,
+       inputs=x_case(shapes(max_dims=4, min_side=0), ["float32", "float64", "int64", "int8", "bool"]),
+       describe=lambda c: f"stride(), stride(dim) for each axis and is_contiguous() of {tensor_words(c['x'])}")
 def stride_counts_elements(tt, case):
-    """stride() counts elements (not bytes); a new tensor is contiguous."""
+    """stride() and stride(dim) count elements, as ints (not bytes); a new tensor is contiguous."""
     t = tt.Tensor(case["x"])
-    return {"stride": list(t.stride()), "is_contiguous": bool(t.is_contiguous())}
+    return {"stride()": t.stride(), "stride(dim)": [t.stride(dim) for dim in range(case["x"].ndim)],
+            "is_contiguous()": bool(t.is_contiguous())}
 
 
 @stride_counts_elements.expected
 def _(case):
-    return {"stride": strides_in_elements(case["x"]), "is_contiguous": True}
+    return {"stride()": tuple(strides_in_elements(case["x"])), "stride(dim)": strides_in_elements(case["x"]),
+            "is_contiguous()": True}
 
 
 # --- 01.3 repr, numpy and item ---------------------------------------------------------------------
 
-@check(task="01.3", points=1,
-       inputs=st.fixed_dictionaries({"x": dtype_arrays(shapes(min_dims=0, max_dims=4), ["float32", "int64", "bool"])}),
-       describe=lambda c: f"Tensor(x).numpy() for {tensor_words(c['x'])}")
+@check(task="01.3", points=1, dtype=True, inputs=x_case(shapes(max_dims=4), ["float32", "int64", "bool"]),
+       describe=lambda c: f"Tensor(x).numpy() for {tensor_words(c['x'])}, then 0, 1, 2, ... written in place "
+                          f"into the tensor's data")
 def numpy_returns_the_array(tt, case):
-    """numpy() returns the tensor's own numpy array."""
+    """numpy() returns the tensor's own numpy array (what is written through the tensor shows in it)."""
     t = tt.Tensor(case["x"])
     out = t.numpy()
-    return {"is an ndarray": isinstance(out, np.ndarray), "values": np.asarray(out),
-            "shares memory": bool(np.shares_memory(out, t.data))}
+    before = {"type": type(out).__name__, "values": np.array(out)}
+    write_through(t)
+    return {**before, "values after the write": np.array(out)}
 
 
 @numpy_returns_the_array.expected
 def _(case):
-    return {"is an ndarray": True, "values": case["x"], "shares memory": True}
+    return {"type": "ndarray", "values": case["x"], "values after the write": written(case["x"])}
 
 
 @check(task="01.3", points=1,
-       inputs=st.fixed_dictionaries({"x": st.sampled_from([(), (1,), (1, 1), (1, 1, 1)]).flatmap(
-           lambda shape: dtype_arrays(shape, ["float32", "float64", "int64", "bool"], -1000, 1000))}),
+       inputs=x_case(st.sampled_from([(), (1,), (1, 1), (1, 1, 1)]), ["float32", "float64", "int64", "bool"],
+                     -1000, 1000),
        describe=lambda c: f"item() of {tensor_words(c['x'])}")
 def item_returns_a_python_number(tt, case):
     """item() returns the one element as a Python float, int or bool."""
@@ -303,218 +248,130 @@ def _(case):
     return {"type": type(value).__name__, "value": value}
 
 
-@check(task="01.3", points=2,
-       inputs=st.fixed_dictionaries({"x": dtype_arrays(shapes(min_dims=0, max_dims=3, max_side=4),
-                                                       ["float32", "float64", "int64", "bool"], -100, 100)}),
-       describe=lambda c: f"repr() of {tensor_words(c['x'])}")
-def repr_shows_values_and_dtype(tt, case):
-    """repr() reads tensor(<values>, dtype=<dtype>)."""
-    return repr(tt.Tensor(case["x"]))
+REPRS = {  # the variant -> (dtypes of x, requires_grad)
+    "floats": (["float32", "float64"], False), "ints and bools": (["int64", "bool"], False),
+    "requires_grad=True": (["float32"], True)}
 
 
-@repr_shows_values_and_dtype.verdict
+def repr_words(case: dict) -> str:
+    return f"repr() of {tensor_words(case['x'])}{' with requires_grad=True' if case['requires_grad'] else ''}"
+
+
+@check(task="01.3", points=1, describe=repr_words,
+       variants={name: st.fixed_dictionaries({"x": dtype_arrays(shapes(max_dims=3, max_side=4), dtypes, -100, 100),
+                                              "requires_grad": st.just(flag)})
+                 for name, (dtypes, flag) in REPRS.items()})
+def repr_shows_values_dtype_and_requires_grad(tt, case):
+    """repr() reads tensor(<values>, dtype=<dtype>), with requires_grad=True at the end when it is set."""
+    return repr(tt.Tensor(case["x"], requires_grad=case["requires_grad"]))
+
+
+@repr_shows_values_dtype_and_requires_grad.verdict
 def _(case, output):
-    x = case["x"]
-    values = squeeze(np.array2string(x, separator=", "))
-    what = f"repr() of {tensor_words(x)}"
-    if not isinstance(output, str):
-        raise CheckFailed(f"{what}: expected a str but got {type(output).__name__}")
-    text = squeeze(output)
-    if not text.startswith("tensor(" + values):
-        raise CheckFailed(f"{what}: expected it to start with tensor({np.array2string(x, separator=', ')} "
-                          f"but got {output!r:.120}")
-    if f"dtype={x.dtype}" not in text:
-        raise CheckFailed(f"{what}: expected it to show dtype={x.dtype} but got {output!r:.120}")
-
-
-@check(task="01.3", points=1,
-       inputs=st.fixed_dictionaries({"x": arrays(shapes(min_dims=0, max_dims=2, max_side=4), np.float32)}),
-       describe=lambda c: f"repr() of {tensor_words(c['x'])} with requires_grad=True")
-def repr_shows_requires_grad(tt, case):
-    """repr() ends with requires_grad=True when it is set."""
-    return repr(tt.Tensor(case["x"], requires_grad=True))
-
-
-@repr_shows_requires_grad.verdict
-def _(case, output):
-    what = f"repr() of {tensor_words(case['x'])} with requires_grad=True"
-    values = squeeze(np.array2string(case["x"], separator=", "))
+    x, flag = case["x"], case["requires_grad"]
     text = squeeze(output) if isinstance(output, str) else ""
-    if not (text.startswith("tensor(" + values) and text.endswith(",requires_grad=True)")):
-        raise CheckFailed(f"{what}: expected tensor(<values>, dtype=float32, requires_grad=True) "
-                          f"but got {output!r:.120}")
+    shown = text.endswith(",requires_grad=True)") if flag else f"dtype={x.dtype}" in text
+    if not (text.startswith("tensor(" + squeeze(np.array2string(x, separator=", "))) and shown):
+        want = f"tensor({np.array2string(x, separator=', ')}, dtype={x.dtype}{', requires_grad=True' if flag else ''})"
+        raise CheckFailed(f"{repr_words(case)}: expected {want!r:.120} but got {output!r:.120}",
+                          f"{repr_words(case)}: {output!r:.120} does not read tensor(<values>, dtype=...)")
 
 
 # --- 01.4 broadcasting -----------------------------------------------------------------------------
 
 @check(task="01.4", points=2,
        inputs=hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, min_side=0, max_side=5)
-       .map(lambda shapes_: {"a": list(shapes_.input_shapes[0]), "b": list(shapes_.input_shapes[1])}),
+       .map(lambda pair: {"a": list(pair.input_shapes[0]), "b": list(pair.input_shapes[1])}),
        describe=lambda c: f"broadcast_shape({tuple(c['a'])}, {tuple(c['b'])})")
 def broadcast_shape_follows_the_rule(tt, case):
-    """broadcast_shape gives numpy's broadcast shape."""
+    """broadcast_shape gives numpy's broadcast shape, as a tuple."""
     result = tt.core.tensor.broadcast_shape(tuple(case["a"]), tuple(case["b"]))
-    return {"shape": list(result), "is a tuple": isinstance(result, tuple)}
+    return {"shape": result, "type": type(result).__name__}
 
 
 @broadcast_shape_follows_the_rule.expected
 def _(case):
-    return {"shape": list(np.broadcast_shapes(tuple(case["a"]), tuple(case["b"]))), "is a tuple": True}
-
-
-@check(task="01.4", points=1,
-       inputs=mismatched_shapes().map(lambda pair: {"a": pair[0], "b": pair[1]}),
-       describe=lambda c: f"broadcast_shape({tuple(c['a'])}, {tuple(c['b'])}, 'add')")
-def broadcast_shape_refuses_with_both_shapes(tt, case):
-    """broadcast_shape raises a ValueError naming both shapes when they do not broadcast."""
-    return capture_error(lambda: tt.core.tensor.broadcast_shape(tuple(case["a"]), tuple(case["b"]), "add"))
-
-
-@broadcast_shape_refuses_with_both_shapes.verdict
-def _(case, output):
-    expect_error(case, output, f"broadcast_shape({tuple(case['a'])}, {tuple(case['b'])}, 'add')",
-                 str(tuple(case["a"])), str(tuple(case["b"])))
+    return {"shape": np.broadcast_shapes(tuple(case["a"]), tuple(case["b"])), "type": "tuple"}
 
 
 # --- 01.5 elementwise operations -------------------------------------------------------------------
 
-def binary_case(op: str, nonzero_b: bool = False):
-    """Two broadcastable arrays, and the operator's name, which travels in the case."""
-    return broadcastable_pair(nonzero_b=nonzero_b).map(lambda pair: {**pair, "op": op})
-
-
-def binary_words(case: dict) -> str:
-    return f"{tensor_words(case['a'])} {SYMBOLS[case['op']]} {tensor_words(case['b'])}"
-
-
-def apply_operator(tt, case):
-    return OPERATORS[case["op"]](tt.Tensor(case["a"]), tt.Tensor(case["b"])).data
-
-
-def numpy_operator(case):
-    return UFUNCS[case["op"]](case["a"], case["b"])
-
-
-@check(task="01.5", points=2, dtype=True, inputs=binary_case("add"), describe=binary_words)
-def add_broadcasts_like_numpy(tt, case):
-    """Tensor + Tensor broadcasts and promotes dtypes like numpy."""
-    return apply_operator(tt, case)
-
-
-add_broadcasts_like_numpy.expected(numpy_operator)
-
-
-@check(task="01.5", points=1, dtype=True, inputs=binary_case("sub"), describe=binary_words)
-def sub_broadcasts_like_numpy(tt, case):
-    """Tensor - Tensor broadcasts and promotes dtypes like numpy."""
-    return apply_operator(tt, case)
-
-
-sub_broadcasts_like_numpy.expected(numpy_operator)
-
-
-@check(task="01.5", points=1, dtype=True, inputs=binary_case("mul"), describe=binary_words)
-def mul_broadcasts_like_numpy(tt, case):
-    """Tensor * Tensor broadcasts and promotes dtypes like numpy."""
-    return apply_operator(tt, case)
-
-
-mul_broadcasts_like_numpy.expected(numpy_operator)
-
-
-@check(task="01.5", points=1, dtype=True, inputs=binary_case("div", nonzero_b=True), describe=binary_words)
-def div_broadcasts_like_numpy(tt, case):
-    """Tensor / Tensor broadcasts and promotes dtypes like numpy."""
-    return apply_operator(tt, case)
-
-
-div_broadcasts_like_numpy.expected(numpy_operator)
-
-
 @st.composite
-def pow_case(draw):
-    a_shape, b_shape = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4,
-                                                              min_side=1, max_side=5)).input_shapes
-    base = draw(dtype_arrays(a_shape, ["float32", "float64"], 0.5, 3.0))
-    exponent = draw(st.one_of(arrays(b_shape, np.float32, -2.0, 2.0), st.sampled_from([2, 3, -1, 0.5, 1.5])))
-    return {"a": base, "b": exponent}
+def binary_case(draw, op):
+    """Two broadcastable arrays: float32, float64 or int64, no divisor near 0; for pow a positive float base
+    and a float32 exponent or a Python number."""
+    a_shape, b_shape = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, min_side=1,
+                                                              max_side=5)).input_shapes
+    if op == "pow":
+        a = draw(dtype_arrays(a_shape, ["float32", "float64"], 0.5, 3.0))
+        b = draw(st.one_of(arrays(b_shape, np.float32, -2.0, 2.0), st.sampled_from([2, 3, -1, 0.5, 1.5])))
+    else:
+        a, b = (draw(dtype_arrays(shape, ["float32", "float64", "int64"])) for shape in (a_shape, b_shape))
+        b = np.where(np.abs(b) < 0.5, np.ones_like(b), b) if op == "div" else b
+    return {"op": op, "a": a, "b": b}
 
 
-@check(task="01.5", points=1, dtype=True, inputs=pow_case(),
-       describe=lambda c: f"{tensor_words(c['a'])} ** "
-                          f"{tensor_words(c['b']) if isinstance(c['b'], np.ndarray) else repr(c['b'])}")
-def pow_like_numpy(tt, case):
-    """Tensor ** Tensor and Tensor ** number like numpy."""
+@check(task="01.5", points=1, dtype=True, variants={op: binary_case(op) for op in OPERATORS},
+       describe=lambda c: f"{tensor_words(c['a'])} {SYMBOLS[c['op']]} {operand_words(c['b'])}")
+def elementwise_like_numpy(tt, case):
+    """Tensor <op> Tensor (and Tensor ** number) broadcasts and promotes dtypes like numpy."""
     b = tt.Tensor(case["b"]) if isinstance(case["b"], np.ndarray) else case["b"]
-    return (tt.Tensor(case["a"]) ** b).data
+    return OPERATORS[case["op"]](tt.Tensor(case["a"]), b).data
 
 
-@pow_like_numpy.expected
-def _(case):
-    return np.power(case["a"], case["b"])
+elementwise_like_numpy.expected(lambda case: OPERATORS[case["op"]](case["a"], case["b"]))
 
 
-@check(task="01.5", points=2, dtype=True,
-       inputs=st.fixed_dictionaries({
-           "op": st.sampled_from(list(SYMBOLS)),
-           "x": dtype_arrays(shapes(min_dims=0, max_dims=3), ["float32", "int64"], 1, 3),
-           "number": st.one_of(st.sampled_from([1, 2, 3]), st.floats(0.5, 3.0, width=32)),
-           "number_first": st.booleans()}),
-       describe=lambda c: (f"{c['number']!r} {SYMBOLS[c['op']]} {tensor_words(c['x'])}" if c["number_first"]
-                           else f"{tensor_words(c['x'])} {SYMBOLS[c['op']]} {c['number']!r}"))
-def python_numbers_on_either_side(tt, case):
-    """A Python number works on either side and does not change a float32 tensor's dtype."""
+NUMBERS = {  # the kind -> (tensor dtypes, Python numbers), promoted like numpy (NEP 50)
+    "float32 tensor": (["float32"], st.one_of(st.sampled_from([1, 2, 3]), st.floats(0.5, 3.0, width=32))),
+    "int64 tensor and int": (["int64"], st.sampled_from([1, 2, 3])),
+    "int64 tensor and float": (["int64"], st.floats(0.5, 3.0, width=32)),
+}
+
+
+def number_words(c: dict) -> str:
+    t, number, symbol = tensor_words(c["x"]), repr(c["number"]), SYMBOLS[c["op"]]
+    return f"{number} {symbol} {t}" if c["number_first"] else f"{t} {symbol} {number}"
+
+
+@check(task="01.5", points=1, dtype=True, describe=number_words,
+       variants={kind: st.fixed_dictionaries({"op": st.sampled_from(list(OPERATORS)), "number": numbers,
+                                              "x": dtype_arrays(shapes(max_dims=3), dtypes, 1, 3),
+                                              "number_first": st.booleans()})
+                 for kind, (dtypes, numbers) in NUMBERS.items()})
+def python_number_on_either_side(tt, case):
+    """A Python number works on either side of every operator and promotes like numpy (NEP 50)."""
     t, number, op = tt.Tensor(case["x"]), case["number"], OPERATORS[case["op"]]
     return (op(number, t) if case["number_first"] else op(t, number)).data
 
 
-@python_numbers_on_either_side.expected
+@python_number_on_either_side.expected
 def _(case):
-    ufunc, x, number = UFUNCS[case["op"]], case["x"], case["number"]
-    return ufunc(number, x) if case["number_first"] else ufunc(x, number)
+    op, x, number = OPERATORS[case["op"]], case["x"], case["number"]
+    return op(number, x) if case["number_first"] else op(x, number)
 
 
-@check(task="01.5", points=1, dtype=True,
-       inputs=st.fixed_dictionaries({"x": dtype_arrays(shapes(min_dims=0, max_dims=4), ["float32", "float64", "int64"])}),
+@check(task="01.5", points=1, dtype=True, inputs=x_case(shapes(max_dims=4), ["float32", "float64", "int64"]),
        describe=lambda c: f"-(tensor) for {tensor_words(c['x'])}")
 def neg_like_numpy(tt, case):
     """-Tensor negates every element."""
     return (-tt.Tensor(case["x"])).data
 
 
-@neg_like_numpy.expected
-def _(case):
-    return np.negative(case["x"])
-
-
-@check(task="01.5", points=2,
-       inputs=st.fixed_dictionaries({"shapes": mismatched_shapes(), "op": st.sampled_from(list(SYMBOLS))}),
-       describe=lambda c: f"a tensor of shape {tuple(c['shapes'][0])} {SYMBOLS[c['op']]} "
-                          f"a tensor of shape {tuple(c['shapes'][1])}")
-def elementwise_mismatch_names_both_shapes(tt, case):
-    """Shapes that do not broadcast raise a ValueError naming both."""
-    a_shape, b_shape = case["shapes"]
-    a, b = tt.Tensor(np.ones(a_shape, np.float32)), tt.Tensor(np.ones(b_shape, np.float32))
-    return capture_error(lambda: OPERATORS[case["op"]](a, b))
-
-
-@elementwise_mismatch_names_both_shapes.verdict
-def _(case, output):
-    a_shape, b_shape = (tuple(shape) for shape in case["shapes"])
-    expect_error(case, output, f"a tensor of shape {a_shape} {SYMBOLS[case['op']]} a tensor of shape {b_shape}",
-                 str(a_shape), str(b_shape))
+neg_like_numpy.expected(lambda case: np.negative(case["x"]))
 
 
 # --- 01.6 exp, log, sqrt ---------------------------------------------------------------------------
 
+UNARY_DOMAINS = {"exp": {"float": (-10, 10), "int": (-5, 5)}, "log": {"float": (1 / 64, 100), "int": (1, 100)},
+                 "sqrt": {"float": (1 / 64, 100), "int": (1, 100)}}
+
+
 @st.composite
 def unary_case(draw):
-    op = draw(st.sampled_from(["exp", "log", "sqrt"]))
-    low, high = (-10, 10) if op == "exp" else (1 / 64, 100)
-    dtype = draw(st.sampled_from(["float32", "float64", "int64"]))
-    if dtype == "int64":
-        low, high = (-5, 5) if op == "exp" else (1, 100)
-    return {"op": op, "x": draw(arrays(shapes(min_dims=0, max_dims=4), np.dtype(dtype), low, high))}
+    op, dtype = draw(st.sampled_from(list(UNARY_DOMAINS))), draw(st.sampled_from(["float32", "float64", "int64"]))
+    low, high = UNARY_DOMAINS[op]["int" if dtype == "int64" else "float"]
+    return {"op": op, "x": draw(arrays(shapes(max_dims=4), np.dtype(dtype), low, high))}
 
 
 @check(task="01.6", points=2, dtype=True, inputs=unary_case(),
@@ -524,164 +381,124 @@ def exp_log_sqrt_like_numpy(tt, case):
     return getattr(tt.Tensor(case["x"]), case["op"])().data
 
 
-@exp_log_sqrt_like_numpy.expected
-def _(case):
-    return getattr(np, case["op"])(case["x"])
+exp_log_sqrt_like_numpy.expected(lambda case: getattr(np, case["op"])(case["x"]))
 
 
 # --- 01.7 matmul -----------------------------------------------------------------------------------
 
-@check(task="01.7", points=2, dtype=True, atol=1e-4,
-       inputs=st.tuples(st.integers(1, 5), st.integers(1, 5), st.integers(1, 5),
-                        st.sampled_from(["float32", "float64"])).flatmap(
-           lambda nkm: st.fixed_dictionaries({"a": arrays((nkm[0], nkm[1]), np.dtype(nkm[3])),
-                                              "b": arrays((nkm[1], nkm[2]), np.float32)})),
+MATMUL = {
+    "matrices": st.tuples(st.integers(1, 5), st.integers(1, 5), st.integers(1, 5),
+                          st.sampled_from(["float32", "float64"])).flatmap(
+        lambda nkm: st.fixed_dictionaries({"a": arrays((nkm[0], nkm[1]), np.dtype(nkm[3])),
+                                           "b": arrays((nkm[1], nkm[2]), np.float32)})),
+    "batched and vectors": hnp.mutually_broadcastable_shapes(signature=np.matmul.signature, max_dims=2, min_side=1,
+                                                             max_side=4).flatmap(
+        lambda s: st.fixed_dictionaries({"a": arrays(s.input_shapes[0], np.float32),
+                                         "b": arrays(s.input_shapes[1], np.float32)})),
+}
+
+
+@check(task="01.7", points=2, dtype=True, atol=1e-4, variants=MATMUL,
        describe=lambda c: f"{tensor_words(c['a'])} @ {tensor_words(c['b'])}")
-def matmul_of_two_matrices(tt, case):
-    """(n, k) @ (k, m) gives (n, m) like numpy."""
+def matmul_like_numpy(tt, case):
+    """@ gives np.matmul's result: (n, k) @ (k, m) is (n, m), batch axes broadcast, 1-d operands are vectors."""
     return (tt.Tensor(case["a"]) @ tt.Tensor(case["b"])).data
 
 
-@matmul_of_two_matrices.expected
-def _(case):
-    return np.matmul(case["a"], case["b"])
-
-
-@check(task="01.7", points=2, dtype=True, atol=1e-4,
-       inputs=hnp.mutually_broadcastable_shapes(signature=np.matmul.signature, max_dims=2, min_side=1, max_side=4)
-       .flatmap(lambda s: st.fixed_dictionaries({"a": arrays(s.input_shapes[0], np.float32),
-                                                 "b": arrays(s.input_shapes[1], np.float32)})),
-       describe=lambda c: f"{tensor_words(c['a'])} @ {tensor_words(c['b'])}")
-def matmul_batched_and_vectors(tt, case):
-    """@ broadcasts batch axes and treats 1-d operands as vectors, like np.matmul."""
-    return (tt.Tensor(case["a"]) @ tt.Tensor(case["b"])).data
-
-
-@matmul_batched_and_vectors.expected
-def _(case):
-    return np.matmul(case["a"], case["b"])
-
-
-@st.composite
-def misaligned_matmul(draw):
-    kind = draw(st.sampled_from(["matrix", "vector", "batch"]))
-    n, m = draw(st.integers(1, 4)), draw(st.integers(1, 4))
-    k_a, k_b = draw(st.lists(st.integers(1, 5), min_size=2, max_size=2, unique=True))
-    if kind == "matrix":
-        batch = draw(st.lists(st.integers(1, 3), max_size=2))
-        return {"a": [*batch, n, k_a], "b": [*batch, k_b, m]}
-    if kind == "vector":
-        a, b = draw(st.sampled_from([([k_a], [k_b]), ([k_a], [k_b, m]), ([n, k_a], [k_b])]))
-        return {"a": a, "b": b}
-    batch_a, batch_b = draw(st.lists(st.integers(2, 4), min_size=2, max_size=2, unique=True))
-    return {"a": [batch_a, n, k_a], "b": [batch_b, k_a, m]}
-
-
-@check(task="01.7", points=2, inputs=misaligned_matmul(),
-       describe=lambda c: f"a tensor of shape {tuple(c['a'])} @ a tensor of shape {tuple(c['b'])}")
-def matmul_mismatch_names_both_shapes(tt, case):
-    """@ on shapes that do not fit raises a ValueError naming both."""
-    a = tt.Tensor(np.ones(case["a"], np.float32))
-    b = tt.Tensor(np.ones(case["b"], np.float32))
-    return capture_error(lambda: a @ b)
-
-
-@matmul_mismatch_names_both_shapes.verdict
-def _(case, output):
-    a_shape, b_shape = tuple(case["a"]), tuple(case["b"])
-    expect_error(case, output, f"a tensor of shape {a_shape} @ a tensor of shape {b_shape}",
-                 str(a_shape), str(b_shape))
+matmul_like_numpy.expected(lambda case: np.matmul(case["a"], case["b"]))
 
 
 # --- 01.8 sum, 01.9 mean, 01.10 max ----------------------------------------------------------------
 
-@check(task="01.8", points=2, dtype=True, atol=1e-4,
-       inputs=reduction_case(["float32", "float64", "int64", "bool"]),
-       describe=lambda c: reduction_words("sum", c))
-def sum_over_axes(tt, case):
-    """sum() over None, an int, a negative int or a tuple of axes, with keepdims, like numpy."""
-    return tt.Tensor(case["x"]).sum(axis=as_axis(case["axis"]), keepdims=case["keepdims"]).data
+@st.composite
+def axis_for(draw, ndim: int):
+    """None, an int (maybe negative) or a list of distinct axes (maybe negative, maybe empty)."""
+    kind = draw(st.sampled_from(["none", "int", "tuple"] if ndim else ["none", "tuple"]))
+    if kind == "none":
+        return None
+    if kind == "int":
+        return draw(st.integers(-ndim, ndim - 1))
+    axes = draw(st.lists(st.integers(0, ndim - 1), unique=True, max_size=ndim)) if ndim else []
+    return [a - ndim if draw(st.booleans()) else a for a in axes]
 
 
-@sum_over_axes.expected
-def _(case):
-    return np.sum(case["x"], axis=as_axis(case["axis"]), keepdims=case["keepdims"])
+@st.composite
+def reduction_case(draw, method, dtypes):
+    shape = draw(shapes(min_dims=0, max_dims=4, min_side=1, max_side=5))
+    return {"method": method, "x": draw(dtype_arrays(shape, dtypes)), "axis": draw(axis_for(len(shape))),
+            "keepdims": draw(st.booleans())}
 
 
-@check(task="01.8", points=1, dtype=True, inputs=empty_reduction_case(),
-       describe=lambda c: reduction_words("sum", c))
-def sum_over_an_empty_axis(tt, case):
-    """The sum over an axis of size 0 is 0, like numpy."""
-    return tt.Tensor(case["x"]).sum(axis=as_axis(case["axis"]), keepdims=case["keepdims"]).data
+@st.composite
+def empty_reduction_case(draw, method):
+    """A float32 array with a zero-size axis, reduced over that axis (alone, in a list, or with axis=None)."""
+    shape = list(draw(shapes(min_dims=1, max_dims=3, min_side=1, max_side=4)))
+    ndim, zero = len(shape), draw(st.integers(0, len(shape) - 1))
+    shape[zero] = 0
+    kind = draw(st.sampled_from(["none", "int", "tuple"]))
+    axes = sorted({zero, *draw(st.lists(st.integers(0, ndim - 1), max_size=ndim))}) if kind == "tuple" else [zero]
+    axis = [a - ndim if draw(st.booleans()) else a for a in axes]
+    return {"method": method, "x": np.zeros(shape, np.float32), "keepdims": draw(st.booleans()),
+            "axis": None if kind == "none" else axis[0] if kind == "int" else axis}
 
 
-@sum_over_an_empty_axis.expected
-def _(case):
-    return np.sum(case["x"], axis=as_axis(case["axis"]), keepdims=case["keepdims"])
+def reduction_words(c: dict) -> str:
+    return f"Tensor.{c['method']}(axis={as_axis(c['axis'])!r}, keepdims={c['keepdims']}) of {tensor_words(c['x'])}"
 
 
-@check(task="01.9", points=2, dtype=True, atol=1e-4,
-       inputs=reduction_case(["float32", "float64", "int64"]),
-       describe=lambda c: reduction_words("mean", c))
-def mean_over_axes(tt, case):
-    """mean() over None, an int, a negative int or a tuple of axes, with keepdims, like numpy."""
-    return tt.Tensor(case["x"]).mean(axis=as_axis(case["axis"]), keepdims=case["keepdims"]).data
-
-
-@mean_over_axes.expected
-def _(case):
-    return np.mean(case["x"], axis=as_axis(case["axis"]), keepdims=case["keepdims"])
-
-
-@check(task="01.9", points=1, dtype=True, inputs=empty_reduction_case(),
-       describe=lambda c: reduction_words("mean", c))
-def mean_over_an_empty_axis(tt, case):
-    """The mean over an axis of size 0 is nan, like numpy."""
-    return tt.Tensor(case["x"]).mean(axis=as_axis(case["axis"]), keepdims=case["keepdims"]).data
-
-
-@mean_over_an_empty_axis.expected
-def _(case):
+def numpy_reduce(case):
     with warnings.catch_warnings():  # numpy warns "Mean of empty slice"; nan is the answer
         warnings.simplefilter("ignore", RuntimeWarning)
-        return np.mean(case["x"], axis=as_axis(case["axis"]), keepdims=case["keepdims"])
+        return getattr(np, case["method"])(case["x"], axis=as_axis(case["axis"]), keepdims=case["keepdims"])
 
 
-@check(task="01.10", points=2, dtype=True,
-       inputs=reduction_case(["float32", "float64", "int64"]),
-       describe=lambda c: reduction_words("max", c))
-def max_over_axes(tt, case):
-    """max() over None, an int, a negative int or a tuple of axes, with keepdims, like numpy."""
-    return tt.Tensor(case["x"]).max(axis=as_axis(case["axis"]), keepdims=case["keepdims"]).data
+REDUCTIONS = {  # variant -> (task, points, cases)
+    "sum": ("01.8", 2, reduction_case("sum", ["float32", "float64", "int64", "bool"])),
+    "mean": ("01.9", 2, reduction_case("mean", ["float32", "float64", "int64"])),
+    "max": ("01.10", 2, reduction_case("max", ["float32", "float64", "int64"]))}
+EMPTY_REDUCTIONS = {"sum": ("01.8", 1, empty_reduction_case("sum")), "mean": ("01.9", 1, empty_reduction_case("mean"))}
 
 
-@max_over_axes.expected
-def _(case):
-    return np.max(case["x"], axis=as_axis(case["axis"]), keepdims=case["keepdims"])
+@check(task="per variant", points=0, dtype=True, atol=1e-4, describe=reduction_words,
+       variants={method: cases for method, (_, _, cases) in REDUCTIONS.items()})
+def reduction_over_axes(tt, case):
+    """sum(), mean() and max() over None, an int, a negative int or a tuple of axes, with keepdims, like numpy."""
+    return reduce(tt, case)
 
 
-@check(task="01.10", points=1, inputs=empty_reduction_case(),
-       describe=lambda c: reduction_words("max", c))
+@check(task="per variant", points=0, dtype=True, describe=reduction_words,
+       variants={method: cases for method, (_, _, cases) in EMPTY_REDUCTIONS.items()})
+def reduction_over_an_empty_axis(tt, case):
+    """The sum over an axis of size 0 is 0 and the mean is nan, like numpy."""
+    return reduce(tt, case)
+
+
+reduction_over_axes.expected(numpy_reduce)
+reduction_over_an_empty_axis.expected(numpy_reduce)
+
+
+@check(task="01.10", points=1, inputs=empty_reduction_case("max"), describe=reduction_words)
 def max_over_an_empty_axis_raises(tt, case):
     """max() over an axis of size 0 raises a ValueError, like numpy."""
-    t = tt.Tensor(case["x"])
-    return capture_error(lambda: t.max(axis=as_axis(case["axis"]), keepdims=case["keepdims"]))
+    return capture_error(lambda: reduce(tt, case))
 
 
 @max_over_an_empty_axis_raises.verdict
 def _(case, output):
-    expect_error(case, output, reduction_words("max", case))
+    expect_error(output, reduction_words(case))
 
 
-# --- 01.11 reshape ---------------------------------------------------------------------------------
+by_variant((reduction_over_axes, REDUCTIONS), (reduction_over_an_empty_axis, EMPTY_REDUCTIONS))
+
+
+# --- 01.11 reshape, 01.12 permute, transpose and .T, 01.13 indexing: values like numpy, and views -------
 
 @st.composite
 def reshape_case(draw):
     """A shape and a new shape of the same size (axes shuffled, merged, 1s inserted; maybe one -1)."""
     shape = draw(shapes(min_dims=0, max_dims=4, min_side=1, max_side=5))
-    sides = draw(st.permutations(list(shape)))
     merged = []
-    for side in sides:
+    for side in draw(st.permutations(list(shape))):
         if merged and draw(st.booleans()):
             merged[-1] *= side
         else:
@@ -690,158 +507,183 @@ def reshape_case(draw):
         merged.insert(draw(st.integers(0, len(merged))), 1)
     if merged and draw(st.booleans()):
         merged[draw(st.integers(0, len(merged) - 1))] = -1
-    return {"x": draw(arrays(shape, np.float32)), "shape": merged, "as_tuple": draw(st.booleans())}
-
-
-def reshape_words(case: dict) -> str:
-    args = f"({', '.join(map(str, case['shape']))}{',' if len(case['shape']) == 1 else ''})"
-    args = args if case["as_tuple"] else args[1:-1].rstrip(",")
-    return f"Tensor.reshape({args}) of {tensor_words(case['x'])}"
-
-
-def call_reshape(tensor, case):
-    return tensor.reshape(tuple(case["shape"])) if case["as_tuple"] else tensor.reshape(*case["shape"])
-
-
-@check(task="01.11", points=2, dtype=True, inputs=reshape_case(), describe=reshape_words)
-def reshape_like_numpy(tt, case):
-    """reshape(*shape) and reshape(shape), with -1 inferred, like numpy."""
-    return call_reshape(tt.Tensor(case["x"]), case).data
-
-
-@reshape_like_numpy.expected
-def _(case):
-    return np.reshape(case["x"], tuple(case["shape"]))
-
-
-@check(task="01.11", points=1, inputs=reshape_case(), describe=reshape_words)
-def reshape_is_a_view(tt, case):
-    """reshape of a contiguous tensor shares its memory (a view, no copy): what is written through the
-    tensor is read through the reshaped one."""
-    t = tt.Tensor(case["x"])
-    view = call_reshape(t, case)
-    np.copyto(t.data, np.arange(t.data.size).reshape(t.data.shape))  # write through the original
-    return np.array(view.data)  # the values seen through the view
-
-
-@reshape_is_a_view.expected
-def _(case):
-    return np.arange(case["x"].size, dtype=case["x"].dtype).reshape(np.reshape(case["x"], tuple(case["shape"])).shape)
-
-
-@check(task="01.11", points=1,
-       inputs=st.fixed_dictionaries({"x": arrays(shapes(min_dims=1, max_dims=3, min_side=1, max_side=4), np.float32),
-                                     "extra": st.integers(1, 3), "as_tuple": st.booleans()}).map(
-           lambda c: {**c, "shape": [c["x"].size + c["extra"]]}),
-       describe=reshape_words)
-def reshape_mismatch_names_both_shapes(tt, case):
-    """reshape to a different number of elements raises a ValueError naming both shapes."""
-    t = tt.Tensor(case["x"])
-    return capture_error(lambda: call_reshape(t, case))
-
-
-@reshape_mismatch_names_both_shapes.verdict
-def _(case, output):
-    expect_error(case, output, reshape_words(case), str(case["x"].shape), str(tuple(case["shape"])))
-
-
-# --- 01.12 permute, transpose, .T ------------------------------------------------------------------
-
-@st.composite
-def permute_case(draw, min_side=1):
-    shape = draw(shapes(min_dims=0, max_dims=4, min_side=min_side, max_side=5))
-    ndim = len(shape)
-    dims = [d - ndim if draw(st.booleans()) else d for d in draw(st.permutations(range(ndim)))]
-    return {"x": draw(arrays(shape, np.float32)), "dims": dims, "as_tuple": draw(st.booleans())}
-
-
-def permute_words(case: dict) -> str:
-    dims = ", ".join(map(str, case["dims"]))
-    args = f"({dims}{',' if len(case['dims']) == 1 else ''})" if case["as_tuple"] else dims
-    return f"Tensor.permute({args}) of {tensor_words(case['x'])}"
-
-
-def call_permute(tensor, case):
-    return tensor.permute(tuple(case["dims"])) if case["as_tuple"] else tensor.permute(*case["dims"])
-
-
-@check(task="01.12", points=2, dtype=True, inputs=permute_case(), describe=permute_words)
-def permute_like_numpy(tt, case):
-    """permute(*dims) and permute(dims) reorder axes like np.transpose."""
-    return call_permute(tt.Tensor(case["x"]), case).data
-
-
-@permute_like_numpy.expected
-def _(case):
-    return np.transpose(case["x"], case["dims"])
-
-
-@check(task="01.12", points=1, inputs=permute_case(), describe=permute_words)
-def permute_is_a_view(tt, case):
-    """permute moves no data: the strides are permuted with the shape."""
-    result = call_permute(tt.Tensor(case["x"]), case)
-    return {"stride": list(result.stride()), "is_contiguous": bool(result.is_contiguous())}
-
-
-@permute_is_a_view.expected
-def _(case):
-    view = np.transpose(case["x"], case["dims"])
-    return {"stride": strides_in_elements(view), "is_contiguous": bool(view.flags.c_contiguous)}
+    return {"call": "reshape", "x": draw(arrays(shape, np.float32)), "shape": merged, "as_tuple": draw(st.booleans())}
 
 
 @st.composite
-def transpose_case(draw):
-    shape = draw(shapes(min_dims=1, max_dims=4, min_side=1, max_side=5))
-    ndim = len(shape)
-    dim0, dim1 = draw(st.integers(-ndim, ndim - 1)), draw(st.integers(-ndim, ndim - 1))
-    return {"x": draw(arrays(shape, np.float32)), "dim0": dim0, "dim1": dim1}
+def permute_case(draw, call="permute"):
+    """permute: every axis (maybe negative), as arguments or a tuple; transpose: two axes; T: none."""
+    shape = draw(shapes(min_dims=int(call == "transpose"), max_dims=4, min_side=1, max_side=5))
+    ndim, dims = len(shape), None
+    if call == "permute":
+        dims = [d - ndim if draw(st.booleans()) else d for d in draw(st.permutations(range(ndim)))]
+    elif call == "transpose":
+        dims = draw(st.lists(st.integers(-ndim, ndim - 1), min_size=2, max_size=2))
+    return {"call": call, "x": draw(arrays(shape, np.float32)), "dims": dims, "as_tuple": draw(st.booleans())}
 
 
-@check(task="01.12", points=1, dtype=True, inputs=transpose_case(),
-       describe=lambda c: f"Tensor.transpose({c['dim0']}, {c['dim1']}) of {tensor_words(c['x'])}")
-def transpose_swaps_two_axes(tt, case):
-    """transpose(dim0, dim1) swaps two axes."""
-    return tt.Tensor(case["x"]).transpose(case["dim0"], case["dim1"]).data
+def encode_index(index) -> dict:
+    def one(item):
+        if isinstance(item, slice):
+            return ["slice", item.start, item.stop, item.step]
+        return "..." if item is Ellipsis else None if item is None else int(item)
+    return {"tuple": isinstance(index, tuple),
+            "items": [one(item) for item in (index if isinstance(index, tuple) else (index,))]}
 
-
-@transpose_swaps_two_axes.expected
-def _(case):
-    return np.swapaxes(case["x"], case["dim0"], case["dim1"])
-
-
-@check(task="01.12", points=1, dtype=True,
-       inputs=st.fixed_dictionaries({"x": arrays(shapes(min_dims=0, max_dims=4), np.float32)}),
-       describe=lambda c: f"Tensor.T of {tensor_words(c['x'])}")
-def T_reverses_all_axes(tt, case):
-    """.T reverses the order of all axes, like numpy."""
-    return tt.Tensor(case["x"]).T.data
-
-
-@T_reverses_all_axes.expected
-def _(case):
-    return case["x"].T
-
-
-# --- 01.13 indexing --------------------------------------------------------------------------------
 
 @st.composite
 def basic_index_case(draw):
+    """Ints (negative too), slices, None and ... for an array of any shape."""
     shape = draw(shapes(min_dims=0, max_dims=4, min_side=1, max_side=5))
     index = draw(hnp.basic_indices(shape, allow_newaxis=True, allow_ellipsis=True))
-    return {"x": draw(arrays(shape, np.float32)), "index": encode_index(index)}
+    return {"call": "index", "x": draw(arrays(shape, np.float32)), "index": encode_index(index)}
 
 
-@check(task="01.13", points=2, dtype=True, inputs=basic_index_case(),
-       describe=lambda c: f"t{index_words(c['index'])} for {tensor_words(c['x'])}")
-def basic_indexing_like_numpy(tt, case):
-    """Ints (negative too), slices, None and ... index like numpy."""
-    return tt.Tensor(case["x"])[decode_index(case["index"])].data
+@st.composite
+def stepped_slice_case(draw):
+    """[:, ..., :, start::step] along one axis."""
+    shape = draw(shapes(min_dims=1, max_dims=4, min_side=1, max_side=5))
+    axis = draw(st.integers(0, len(shape) - 1))
+    start, step = draw(st.integers(0, shape[axis] - 1)), draw(st.integers(1, 3))
+    index = [["slice", None, None, None]] * axis + [["slice", start, None, step]]
+    return {"call": "index", "x": draw(arrays(shape, np.float32)), "index": {"tuple": True, "items": index}}
 
 
-@basic_indexing_like_numpy.expected
+def index_words(encoded: dict) -> str:
+    def one(item):
+        if isinstance(item, list):
+            start, stop, step = ("" if value is None else value for value in item[1:])
+            return f"{start}:{stop}" + ("" if step == "" else f":{step}")
+        return "..." if item == "..." else str(item)
+    inner = ", ".join(one(item) for item in encoded["items"])
+    return f"[{inner}{',' if encoded['tuple'] and len(encoded['items']) == 1 else ''}]"
+
+
+def layout_words(case: dict) -> str:
+    call, x = case["call"], case["x"]
+    if call == "index":
+        return f"t{index_words(case['index'])} for {tensor_words(x)}"
+    if call == "T":
+        return f"Tensor.T of {tensor_words(x)}"
+    numbers = case["shape"] if call == "reshape" else case["dims"]
+    args = ", ".join(map(str, numbers))
+    if case["as_tuple"] and call != "transpose":
+        args = f"({args}{',' if len(numbers) == 1 else ''})"
+    return f"Tensor.{call}({args}) of {tensor_words(x)}"
+
+
+ON_ARRAYS = {"reshape": lambda x, case: np.reshape(x, tuple(case["shape"])),
+             "permute": lambda x, case: np.transpose(x, case["dims"]),
+             "transpose": lambda x, case: np.swapaxes(x, *case["dims"]), "T": lambda x, case: x.T,
+             "index": lambda x, case: x[decode_index(case["index"])]}  # what LAYOUTS does, on a numpy array
+LAYOUTS_LIKE_NUMPY = {  # variant -> (task, points, cases)
+    "reshape": ("01.11", 2, reshape_case()), "permute": ("01.12", 2, permute_case()),
+    "transpose": ("01.12", 1, permute_case("transpose")), "T": ("01.12", 1, permute_case("T")),
+    "basic indexing": ("01.13", 2, basic_index_case())}
+VIEWS = {"reshape": ("01.11", 1, reshape_case()), "permute": ("01.12", 1, permute_case()),
+         "stepped slice": ("01.13", 1, stepped_slice_case())}
+
+
+@check(task="per variant", points=0, dtype=True, describe=layout_words,
+       variants={name: cases for name, (_, _, cases) in LAYOUTS_LIKE_NUMPY.items()})
+def layout_like_numpy(tt, case):
+    """reshape (-1 inferred), permute, transpose, .T and basic indexing (ints, slices, None, ...) like numpy."""
+    return LAYOUTS[case["call"]](tt.Tensor(case["x"]), case).data
+
+
+layout_like_numpy.expected(lambda case: ON_ARRAYS[case["call"]](case["x"], case))
+
+
+@check(task="per variant", points=0, variants={name: cases for name, (_, _, cases) in VIEWS.items()},
+       describe=lambda c: f"{layout_words(c)}, then 0, 1, 2, ... written into the original tensor's data")
+def views_share_memory(tt, case):
+    """reshape of a contiguous tensor, permute and slicing move no data: new strides over the same memory."""
+    t = tt.Tensor(case["x"])
+    view = LAYOUTS[case["call"]](t, case)
+    found = {"stride()": list(view.stride()), "is_contiguous()": bool(view.is_contiguous())}
+    write_through(t)
+    return {**found, "values seen through the view": np.array(view.data)}
+
+
+@views_share_memory.expected
 def _(case):
-    return case["x"][decode_index(case["index"])]
+    view = ON_ARRAYS[case["call"]](case["x"], case)
+    return {"stride()": strides_in_elements(view), "is_contiguous()": bool(view.flags.c_contiguous),
+            "values seen through the view": ON_ARRAYS[case["call"]](written(case["x"]), case)}
 
+
+by_variant((layout_like_numpy, LAYOUTS_LIKE_NUMPY), (views_share_memory, VIEWS))
+
+
+# --- shapes that do not fit: 01.4 broadcast_shape, 01.5 elementwise, 01.7 matmul, 01.11 reshape --------
+
+@st.composite
+def misaligned_matmul(draw):
+    """Shapes @ refuses: inner sizes that differ, batch axes that do not broadcast, or a 0-d operand."""
+    kind = draw(st.sampled_from(["matrix", "vector", "batch", "0-d"]))
+    n, m = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    k_a, k_b = draw(st.lists(st.integers(1, 5), min_size=2, max_size=2, unique=True))
+    if kind == "matrix":
+        batch = draw(st.lists(st.integers(1, 3), max_size=2))
+        return {"a": [*batch, n, k_a], "b": [*batch, k_b, m]}
+    if kind == "vector":
+        a, b = draw(st.sampled_from([([k_a], [k_b]), ([k_a], [k_b, m]), ([n, k_a], [k_b])]))
+        return {"a": a, "b": b}
+    if kind == "0-d":
+        other = draw(st.lists(st.integers(1, 4), min_size=1, max_size=3))
+        return {"a": [], "b": other} if draw(st.booleans()) else {"a": other, "b": []}
+    batch_a, batch_b = draw(st.lists(st.integers(2, 4), min_size=2, max_size=2, unique=True))
+    return {"a": [batch_a, n, k_a], "b": [batch_b, k_a, m]}
+
+
+@st.composite
+def reshape_mismatch(draw):
+    shape = draw(shapes(min_dims=1, max_dims=3, min_side=1, max_side=4))
+    return {"a": list(shape), "b": [int(np.prod(shape)) + draw(st.integers(1, 3))], "as_tuple": draw(st.booleans())}
+
+
+SHAPE_ERRORS = {  # variant -> (task, points, cases {"call", "a", "b"}: the call and the two shapes it must name)
+    "broadcast_shape": ("01.4", 1, mismatched_shapes().map(lambda pair: {"a": pair[0], "b": pair[1]})),
+    "elementwise": ("01.5", 2, st.tuples(mismatched_shapes(), st.sampled_from(list(OPERATORS))).map(
+        lambda pair: {"a": pair[0][0], "b": pair[0][1], "call": pair[1]})),
+    "matmul": ("01.7", 2, misaligned_matmul()),
+    "reshape": ("01.11", 1, reshape_mismatch())}
+
+
+def shape_error_words(case: dict) -> str:
+    a, b, call = tuple(case["a"]), tuple(case["b"]), case["call"]
+    if call == "broadcast_shape":
+        return f"broadcast_shape({a}, {b}, 'add')"
+    if call == "reshape":
+        args = f"{b}" if case["as_tuple"] else ", ".join(map(str, b))
+        return f"Tensor.reshape({args}) of a float32 tensor of shape {a}"
+    return f"a tensor of shape {a} {SYMBOLS.get(call, '@')} a tensor of shape {b}"
+
+
+@check(task="per variant", points=0, describe=shape_error_words,
+       variants={name: cases.map(lambda case, name=name: {"call": name, "as_tuple": False, **case})
+                 for name, (_, _, cases) in SHAPE_ERRORS.items()})
+def shapes_that_do_not_fit_raise_a_value_error(tt, case):
+    """Shapes that do not broadcast, multiply or reshape raise a ValueError naming both (and a 0-d operand of @)."""
+    a, b, call = case["a"], case["b"], case["call"]
+    if call == "broadcast_shape":
+        return capture_error(lambda: tt.core.tensor.broadcast_shape(tuple(a), tuple(b), "add"))
+    t = tt.Tensor(np.ones(a, np.float32))
+    if call == "reshape":
+        return capture_error(lambda: LAYOUTS["reshape"](t, {"shape": b, "as_tuple": case["as_tuple"]}))
+    other = tt.Tensor(np.ones(b, np.float32))
+    return capture_error(lambda: (operator.matmul if call == "matmul" else OPERATORS[call])(t, other))
+
+
+@shapes_that_do_not_fit_raise_a_value_error.verdict
+def _(case, output):
+    expect_error(output, shape_error_words(case), str(tuple(case["a"])), str(tuple(case["b"])))
+
+
+by_variant((shapes_that_do_not_fit_raise_a_value_error, SHAPE_ERRORS))
+
+
+# --- 01.13 indexing with integer arrays and Tensors -----------------------------------------------------
 
 @st.composite
 def integer_index_case(draw):
@@ -856,19 +698,16 @@ def integer_index_case(draw):
 
 def integer_index_words(case: dict) -> str:
     wrap = {"list": "{}", "array": "np.array({})", "tensor": "Tensor({})"}[case["form"]]
-    inner = ", ".join(wrap.format(p) for p in case["positions"])
-    return f"t[{inner}] for {tensor_words(case['x'])}"
+    return f"t[{', '.join(wrap.format(p) for p in case['positions'])}] for {tensor_words(case['x'])}"
 
 
 @check(task="01.13", points=2, dtype=True, inputs=integer_index_case(), describe=integer_index_words)
 def integer_array_indexing(tt, case):
     """Lists, integer arrays and integer Tensors pick positions (repeats and negatives too)."""
-    form = case["form"]
-    wrap = (lambda p: p) if form == "list" else (lambda p: np.array(p, dtype=np.int64)) if form == "array" \
-        else (lambda p: tt.Tensor(np.array(p, dtype=np.int64)))
+    wrap = {"list": lambda p: p, "array": lambda p: np.array(p, dtype=np.int64),
+            "tensor": lambda p: tt.Tensor(np.array(p, dtype=np.int64))}[case["form"]]
     parts = [wrap(p) for p in case["positions"]]
-    index = parts[0] if len(parts) == 1 else tuple(parts)
-    return tt.Tensor(case["x"])[index].data
+    return tt.Tensor(case["x"])[parts[0] if len(parts) == 1 else tuple(parts)].data
 
 
 @integer_array_indexing.expected
@@ -879,8 +718,7 @@ def _(case):
 
 @st.composite
 def tensor_index_case(draw):
-    """Integer positions to wrap in Tensors, alone or in a tuple with a slice, an int, None or ...;
-    `tensors` marks which items of the tuple are Tensors."""
+    """Integer positions to wrap in Tensors, alone or in a tuple with a slice, an int, None or ..."""
     positions = draw(st.lists(st.lists(st.integers(-4, 3), min_size=1, max_size=4), min_size=1, max_size=2))
     if not draw(st.booleans()):
         return {"positions": positions[:1], "tuple": False, "extra": None}
@@ -892,78 +730,48 @@ def tensor_index_words(case: dict) -> str:
     items = [f"Tensor({p})" for p in case["positions"]]
     if not case["tuple"]:
         return f"unwrap_index({items[0]})"
-    extra = index_words({"tuple": False, "items": [case["extra"]]})[1:-1]
-    return f"unwrap_index(({', '.join(items + [extra])}))"
+    return f"unwrap_index(({', '.join(items + [index_words({'tuple': False, 'items': [case['extra']]})[1:-1]])}))"
 
 
 @check(task="01.13", points=1, inputs=tensor_index_case(), describe=tensor_index_words)
 def unwrap_index_replaces_tensors(tt, case):
     """unwrap_index replaces every Tensor in an index (alone or in a tuple) by its array."""
     tensors = [tt.Tensor(np.array(p, dtype=np.int64)) for p in case["positions"]]
-    if case["tuple"]:
-        index = tt.core.tensor.unwrap_index((*tensors, decode_index({"tuple": False, "items": [case["extra"]]})))
-    else:
-        index = tt.core.tensor.unwrap_index(tensors[0])
+    extra = decode_index({"tuple": False, "items": [case["extra"]]})
+    index = tt.core.tensor.unwrap_index((*tensors, extra) if case["tuple"] else tensors[0])
     items = index if isinstance(index, tuple) else (index,)
-    return {"is a tuple": isinstance(index, tuple), "types": [type(item).__name__ for item in items],
+    return {"type": type(index).__name__, "types of the items": [type(item).__name__ for item in items],
             "arrays": [np.asarray(item) for item in items[:len(tensors)] if isinstance(item, np.ndarray)]}
 
 
 @unwrap_index_replaces_tensors.expected
 def _(case):
     extra = decode_index({"tuple": False, "items": [case["extra"]]})
-    types = ["ndarray"] * len(case["positions"]) + ([type(extra).__name__] if case["tuple"] else [])
-    return {"is a tuple": case["tuple"], "types": types,
+    return {"type": "tuple" if case["tuple"] else "ndarray",
+            "types of the items": ["ndarray"] * len(case["positions"]) + ([type(extra).__name__] if case["tuple"]
+                                                                          else []),
             "arrays": [np.array(p, dtype=np.int64) for p in case["positions"]]}
-
-
-@st.composite
-def stepped_slice_case(draw):
-    shape = draw(shapes(min_dims=1, max_dims=4, min_side=1, max_side=5))
-    axis = draw(st.integers(0, len(shape) - 1))
-    start, step = draw(st.integers(0, shape[axis] - 1)), draw(st.integers(1, 3))
-    index = [["slice", None, None, None]] * axis + [["slice", start, None, step]]
-    return {"x": draw(arrays(shape, np.float32)), "index": {"tuple": True, "items": index}}
-
-
-@check(task="01.13", points=1, inputs=stepped_slice_case(),
-       describe=lambda c: f"t{index_words(c['index'])} for {tensor_words(c['x'])}")
-def slicing_is_a_view(tt, case):
-    """A slice is a view: same memory (what is written through the tensor is read through the slice), the
-    stride multiplied by the step."""
-    t = tt.Tensor(case["x"])
-    view = t[decode_index(case["index"])]
-    np.copyto(t.data, np.arange(t.data.size).reshape(t.data.shape))  # write through the original
-    return {"stride": list(view.stride()), "values seen through the slice": np.array(view.data)}
-
-
-@slicing_is_a_view.expected
-def _(case):
-    written = np.arange(case["x"].size, dtype=case["x"].dtype).reshape(case["x"].shape)
-    return {"stride": strides_in_elements(case["x"][decode_index(case["index"])]),
-            "values seen through the slice": written[decode_index(case["index"])]}
 
 
 # --- 01.14 factories -------------------------------------------------------------------------------
 
-@check(task="01.14", points=2, dtype=True,
-       inputs=st.fixed_dictionaries({
-           "which": st.sampled_from(["zeros", "ones"]),
-           "shape": shapes(min_dims=0, max_dims=3, min_side=0, max_side=4).map(list),
-           "as_tuple": st.booleans(),
-           "dtype": st.sampled_from([None, "float64", "int64"]),
-           "requires_grad": st.booleans()}),
-       describe=lambda c: (f"{c['which']}({tuple(c['shape']) if c['as_tuple'] else ', '.join(map(str, c['shape']))}"
-                           f"{'' if c['dtype'] is None else ', dtype=np.' + c['dtype']}, "
-                           f"requires_grad={c['requires_grad']})"))
+def factory_words(c: dict) -> str:
+    shape = tuple(c["shape"]) if c["as_tuple"] else ", ".join(map(str, c["shape"]))
+    return (f"{c['which']}({shape}{'' if c['dtype'] is None else ', dtype=np.' + c['dtype']}, "
+            f"requires_grad={c['requires_grad']})")
+
+
+@check(task="01.14", points=1, dtype=True, describe=factory_words,
+       variants={which: st.fixed_dictionaries({
+           "which": st.just(which), "shape": shapes(min_dims=0, max_dims=3, min_side=0, max_side=4).map(list),
+           "as_tuple": st.booleans(), "dtype": st.sampled_from([None, "float64", "int64"]),
+           "requires_grad": st.booleans()}) for which in ("zeros", "ones")})
 def zeros_and_ones(tt, case):
     """zeros/ones take a shape as arguments or a tuple; float32 unless dtype says otherwise."""
-    make = getattr(tt, case["which"])
-    shape = tuple(case["shape"]) if case["as_tuple"] else case["shape"]
-    kwargs = {"requires_grad": case["requires_grad"]}
-    if case["dtype"] is not None:
-        kwargs["dtype"] = getattr(np, case["dtype"])
-    t = make(shape, **kwargs) if case["as_tuple"] else make(*shape, **kwargs)
+    make, shape = getattr(tt, case["which"]), case["shape"]
+    kwargs = {"requires_grad": case["requires_grad"], **({} if case["dtype"] is None
+                                                         else {"dtype": getattr(np, case["dtype"])})}
+    t = make(tuple(shape), **kwargs) if case["as_tuple"] else make(*shape, **kwargs)
     return {"data": t.data, "requires_grad": bool(t.requires_grad)}
 
 
@@ -987,75 +795,65 @@ def arange_case(draw):
         step = 1
     if form == "end" and isinstance(end, float):
         end = abs(end)
-    return {"start": start, "end": end, "step": step, "form": form}
+    return {"args": {"end": [end], "start_end": [start, end], "start_end_step": [start, end, step]}[form]}
 
 
-def arange_words(case: dict) -> str:
-    args = {"end": [case["end"]], "start_end": [case["start"], case["end"]],
-            "start_end_step": [case["start"], case["end"], case["step"]]}[case["form"]]
-    return f"arange({', '.join(map(repr, args))})"
-
-
-@check(task="01.14", points=2, dtype=True, inputs=arange_case(), describe=arange_words)
+@check(task="01.14", points=2, dtype=True, inputs=arange_case(),
+       describe=lambda c: f"arange({', '.join(map(repr, c['args']))})")
 def arange_like_numpy(tt, case):
     """arange like np.arange: int64 for int arguments, float32 otherwise."""
-    start, end, step = case["start"], case["end"], case["step"]
-    t = {"end": lambda: tt.arange(end), "start_end": lambda: tt.arange(start, end),
-         "start_end_step": lambda: tt.arange(start, end, step)}[case["form"]]()
-    return t.data
+    return tt.arange(*case["args"]).data
 
 
 @arange_like_numpy.expected
 def _(case):
-    start, end, step = case["start"], case["end"], case["step"]
-    if case["form"] == "end":
-        start, step = 0, 1
-    values = np.arange(start, end, step)
-    ints = all(isinstance(v, int) for v in (start, end, step))
-    return values.astype(np.int64 if ints else np.float32)
+    values = np.arange(*case["args"])
+    return values.astype(np.int64 if all(isinstance(v, int) for v in case["args"]) else np.float32)
 
 
-@check(task="01.14", points=2, examples=3,
-       inputs=st.fixed_dictionaries({"seed": st.integers(0, 2**31 - 1)}),
+@check(task="01.14", points=2, examples=3, inputs=st.fixed_dictionaries({"seed": st.integers(0, 2**31 - 1)}),
        describe=lambda c: f"randn(1000, 100) after manual_seed({c['seed']})")
 def randn_is_standard_normal(tt, case):
     """randn draws float32 samples with mean 0 and standard deviation 1."""
     tt.manual_seed(case["seed"])
-    samples = tt.randn(1000, 100).data
-    values = np.asarray(samples, dtype=np.float64)
-    return {"shape": list(np.shape(samples)), "dtype": str(np.asarray(samples).dtype),
-            "mean": float(values.mean()), "std": float(values.std())}
+    return tt.randn(1000, 100).data
 
 
 @randn_is_standard_normal.verdict
 def _(case, output):
-    what = f"randn(1000, 100) after manual_seed({case['seed']})"
-    if output["shape"] != [1000, 100]:
-        raise CheckFailed(f"{what}: expected shape (1000, 100) but got {tuple(output['shape'])}")
-    if output["dtype"] != "float32":
-        raise CheckFailed(f"{what}: expected dtype float32 but got {output['dtype']}")
+    what, samples = f"randn(1000, 100) after manual_seed({case['seed']})", np.asarray(output)
+    if samples.shape != (1000, 100) or samples.dtype != np.float32:
+        raise failed(f"{what}: expected float32 samples of shape (1000, 100) but got {samples.dtype} samples of "
+                     f"shape {samples.shape}")
+    mean, std = float(samples.astype(np.float64).mean()), float(samples.astype(np.float64).std())
     # 10^5 samples: the mean's standard error is 0.003, the std's 0.002; 0.02 is over 6 of them.
-    if abs(output["mean"]) > 0.02 or abs(output["std"] - 1) > 0.02:
-        raise CheckFailed(f"{what}: expected mean 0 and standard deviation 1 but got mean "
-                          f"{output['mean']:.4f} and standard deviation {output['std']:.4f}")
+    if abs(mean) > 0.02 or abs(std - 1) > 0.02:
+        raise failed(f"{what}: expected mean 0 and standard deviation 1 but the samples have mean {mean:.4f} and "
+                     f"standard deviation {std:.4f}")
 
 
 @check(task="01.14", points=1, examples=10,
        inputs=st.fixed_dictionaries({"seed": st.integers(0, 2**31 - 1),
                                      "shape": shapes(min_dims=1, max_dims=3, min_side=2, max_side=4).map(list)}),
-       describe=lambda c: f"randn{tuple(c['shape'])} twice after manual_seed({c['seed']})")
+       describe=lambda c: f"randn{tuple(c['shape'])} after manual_seed({c['seed']}), again after manual_seed("
+                          f"{c['seed']}), and once more without reseeding")
 def randn_is_reproducible_after_manual_seed(tt, case):
     """The same seed gives the same samples; without a reset the samples change."""
-    shape = case["shape"]
     tt.manual_seed(case["seed"])
-    first = np.array(tt.randn(*shape).data)
+    first = np.array(tt.randn(*case["shape"]).data)
     tt.manual_seed(case["seed"])
-    second = np.array(tt.randn(*shape).data)
-    third = np.array(tt.randn(*shape).data)
-    return {"shape": list(second.shape), "same after reseeding": bool(np.array_equal(first, second)),
-            "different without reseeding": not np.array_equal(second, third)}
+    return {"first draw": first, "draw after reseeding": np.array(tt.randn(*case["shape"]).data),
+            "next draw": np.array(tt.randn(*case["shape"]).data)}
 
 
-@randn_is_reproducible_after_manual_seed.expected
-def _(case):
-    return {"shape": case["shape"], "same after reseeding": True, "different without reseeding": True}
+@randn_is_reproducible_after_manual_seed.verdict
+def _(case, output):
+    what, shape = randn_is_reproducible_after_manual_seed.what(case), tuple(case["shape"])
+    draws = {name: np.asarray(output[name]) for name in ("first draw", "draw after reseeding", "next draw")}
+    for name, draw in draws.items():
+        if draw.shape != shape:
+            raise failed(f"{what}: expected the {name} to have shape {shape} but it has shape {draw.shape}")
+    if not np.array_equal(draws["first draw"], draws["draw after reseeding"]):
+        raise failed(f"{what}: the draw after reseeding differs from the first draw with the same seed")
+    if np.array_equal(draws["draw after reseeding"], draws["next draw"]):
+        raise failed(f"{what}: the next draw, without reseeding, repeats the one before it")

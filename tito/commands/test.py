@@ -57,7 +57,7 @@ def _print_table(stage: Stage, result: engine.StageResult, *, reference: bool, b
     table.add_column("points", justify="right", no_wrap=True)
     table.add_column("result")
     for test in result.tests:
-        table.add_row(test.task, test.id, f"{test.points:g}/{test.max_points:g}",
+        table.add_row(test.task, _escape(test.id), f"{test.points:g}/{test.max_points:g}",
                       "[green]passed[/green]" if test.passed else _escape(test.message))
     console.out.print(table)
     failed = sum(not t.passed for t in result.tests)

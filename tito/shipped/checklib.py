@@ -180,7 +180,7 @@ def assert_close(output: Any, expected: Any, *, what: str, rtol: float = 1e-5, a
                          exact_dtype=exact_dtype)
         return
     if expected is None or isinstance(expected, (str, bool)):
-        if output != expected or type(output) is not type(expected):
+        if type(output) is not type(expected) or output != expected:  # type first: an array has no truth value
             raise CheckFailed(f"{what}: expected {expected!r} but got {output!r:.80}",
                               f"{what}: the result {output!r:.80} is wrong")
         return
