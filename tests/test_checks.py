@@ -8,11 +8,12 @@ import builtins
 import dis
 
 import pytest
-from conftest import REPO
 
 from tito.project import stages
 from tito.source import read_source, tasks
 from tito.suite import compute_slice, load_checks
+
+from conftest import REPO
 
 STAGES = stages(REPO)
 

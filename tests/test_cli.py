@@ -8,6 +8,7 @@ import sys
 
 import nbformat
 import pytest
+
 from conftest import REPO, stage_numbers, tito
 from student import edit_cell, fill
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import jupytext
 import nbformat
 import pytest
+
 from conftest import REPO, stage_numbers, tito
 from student import fill_nbgrader_release
 

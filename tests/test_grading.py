@@ -4,6 +4,7 @@ a student who fills the stubs in the notebook gets full marks, and partial work 
 from __future__ import annotations
 
 import pytest
+
 from conftest import stage_numbers, tito
 from student import fill
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+
 from conftest import tito
 
 pytestmark = pytest.mark.slow  # real subprocesses end to end: left out by make test-fast

@@ -8,11 +8,12 @@ import difflib
 import time
 
 import pytest
-from conftest import stage_numbers, tito
 
 from tito import mutants
 from tito.project import stage as find_stage
 from tito.source import directives, read_source
+
+from conftest import stage_numbers, tito
 
 CELL = '''#| export
 def f(a, b):

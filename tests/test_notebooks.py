@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import nbformat
 import pytest
-from conftest import stage_numbers, tito
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
+
+from conftest import stage_numbers, tito
 from student import fill
 
 pytestmark = pytest.mark.slow  # real subprocesses end to end: left out by make test-fast

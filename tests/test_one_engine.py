@@ -10,6 +10,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+
 from conftest import REPO, copy_course, tito
 from student import edit_cell, fill
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from conftest import copy_course, stage_numbers, tito
-from student import fill
 
 from tito.project import stages
 from tito.source import read_source, tasks
+
+from conftest import copy_course, stage_numbers, tito
+from student import fill
 
 pytestmark = pytest.mark.slow  # a real `tito test` per prefix: left out by make test-fast
 STAGES = stage_numbers()

@@ -55,9 +55,9 @@ def test_public_names_follow_all_and_skip_what_a_broken_cell_lost():
 
 
 def test_the_committed_package_init_is_the_one_export_writes():
-    from conftest import REPO
-
     from tito.package import PACKAGE_INIT
+
+    from conftest import REPO
 
     assert (REPO / "src" / "tinytorch" / "__init__.py").read_text() == PACKAGE_INIT
 
