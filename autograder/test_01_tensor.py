@@ -15,7 +15,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from checklib import CheckFailed, arrays, capture_error, check, shapes
+from checklib import CheckFailed, arrays, by_variant, capture_error, check, shapes
 
 # --- compute helpers: they run beside the package under test -------------------------------------------
 
@@ -114,12 +114,6 @@ def expect_error(output: dict, what: str, *parts: str, error: str = "ValueError"
         raise failed(f"{what}: the {error} should name {' and '.join(parts)}, but its message is {output['message']!r}")
 
 
-def by_variant(*families):
-    """Give each check of a family the task and points of its variant in the family's table (a checklib
-    family has one task; here a behaviour shared by several operations belongs to each operation's task)."""
-    for family, table in families:
-        for member in family.checks:
-            member.task, member.points = table[member.name.split("[", 1)[1][:-1]][:2]
 
 
 # --- 01.1 construction and the dtype rule ----------------------------------------------------------

@@ -15,8 +15,19 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from checklib import (CheckFailed, capture_error, central_difference, check, floats_arrays, gradient_case,
-                      leaf_gradients, shapes, signed_arrays, upstream)
+from checklib import (
+    CheckFailed,
+    by_variant,
+    capture_error,
+    central_difference,
+    check,
+    floats_arrays,
+    gradient_case,
+    leaf_gradients,
+    shapes,
+    signed_arrays,
+    upstream,
+)
 
 GRAD_TOL = {"rtol": 1e-4, "atol": 1e-5}
 SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**"}
@@ -84,12 +95,6 @@ def _failed(message):
     return CheckFailed(message, message)
 
 
-def _by_variant(*families):
-    """Give each check of a family the task and points of its variant in the family's table (a checklib
-    family has one task; here an op's behaviours belong to that op's task)."""
-    for family, table in families:
-        for member in family.checks:
-            member.task, member.points = table[member.name.split("[", 1)[1][:-1]][:2]
 
 
 def _ab(case):
@@ -472,7 +477,7 @@ def gradcheck(tt, case):
 
 
 gradcheck.verdict(_judge_gradcheck)
-_by_variant((backward_of_a_large_graph, LOOPS), (gradcheck, GRADCHECKS))
+by_variant((backward_of_a_large_graph, LOOPS), (gradcheck, GRADCHECKS))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -573,7 +578,7 @@ def _(case):
                                                     case["g"])[0] for form in case["forms"]}
 
 
-_by_variant((binary_gradients_with_broadcasting, BINARY_GRADIENTS), (python_number_gradients, SCALAR_GRADIENTS))
+by_variant((binary_gradients_with_broadcasting, BINARY_GRADIENTS), (python_number_gradients, SCALAR_GRADIENTS))
 
 
 @check(task="02.8", points=1, dtype=True, rtol=1e-4, atol=1e-4,
@@ -775,4 +780,4 @@ def _(case):
     return {"x.grad": np.where(is_max, g / is_max.sum(axis=axis, keepdims=True), 0.0)}
 
 
-_by_variant((gradient, GRADIENTS))
+by_variant((gradient, GRADIENTS))

@@ -17,8 +17,19 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from checklib import (CheckFailed, arrays, capture_error, central_difference, check, floats_arrays, leaf_gradients,
-                      shapes, signed_arrays, upstream)
+from checklib import (
+    CheckFailed,
+    arrays,
+    by_variant,
+    capture_error,
+    central_difference,
+    check,
+    floats_arrays,
+    leaf_gradients,
+    shapes,
+    signed_arrays,
+    upstream,
+)
 
 GRAD_TOL = {"rtol": 1e-4, "atol": 1e-5}
 FLOAT32_GRAD_TOL = {"rtol": 1e-4, "atol": 1e-4}
@@ -137,12 +148,6 @@ def _x_words(case):
     return f"a {case['x'].dtype} x of shape {case['x'].shape}"
 
 
-def _by_variant(*families):
-    """Give each check of a family the task and points of its variant in the family's table (a checklib
-    family has one task; an activation's behaviours belong to that activation's task)."""
-    for family, table in families:
-        for member in family.checks:
-            member.task, member.points = table[member.name.split("[", 1)[1][:-1]][:2]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -268,7 +273,7 @@ def _(case):
             "z.grad_fn is not None": False}
 
 
-_by_variant((forward_values, FORWARD), (gradient, GRADIENT), (stable_forward, STABLE_FORWARD),
+by_variant((forward_values, FORWARD), (gradient, GRADIENT), (stable_forward, STABLE_FORWARD),
             (stable_gradient, STABLE_GRADIENT), (records_a_graph_except_under_no_grad, GRAPH),
             (exact_at_logits_of_1e4, HUGE),
             (function_backward_on_numpy_arrays, BACKWARD_ON_ARRAYS))

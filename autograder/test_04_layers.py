@@ -14,8 +14,18 @@ import math
 import numpy as np
 from hypothesis import strategies as st
 
-from checklib import (CheckFailed, capture_error, central_difference, check, floats_arrays, gradient_case,
-                      leaf_gradients, shapes, upstream)
+from checklib import (
+    CheckFailed,
+    by_variant,
+    capture_error,
+    central_difference,
+    check,
+    floats_arrays,
+    gradient_case,
+    leaf_gradients,
+    shapes,
+    upstream,
+)
 
 GRAD_TOL = {"rtol": 1e-4, "atol": 1e-5}
 
@@ -1251,12 +1261,6 @@ def _(case):
 # Families: one check per container or module, each worth the points of its task in the table
 
 
-def _by_variant(*families):
-    """Give each check of a family the task and points of its variant in the family's table (a checklib
-    family has one task; Sequential's behaviours belong to 04.9, ModuleList's to 04.10, ...)."""
-    for family, table in families:
-        for member in family.checks:
-            member.task, member.points = table[member.name.split("[", 1)[1][:-1]][:2]
 
 
 CONTAINERS = {"Sequential": ("04.9", 2), "ModuleList": ("04.10", 2)}
@@ -1354,6 +1358,6 @@ def _(case):
     return {f"repr({_label(spec)})": _pytorch_repr(spec) for spec in case["modules"]}
 
 
-_by_variant((container_indexing_len_iteration_append_and_slice, CONTAINERS),
+by_variant((container_indexing_len_iteration_append_and_slice, CONTAINERS),
             (draws_come_from_the_default_generator, DRAWS), (repr_is_pytorchs, REPRS),
             (load_state_dict_error_names_every_bad_key, LOAD_ERRORS))

@@ -16,8 +16,17 @@ import warnings
 import numpy as np
 from hypothesis import strategies as st
 
-from checklib import (CheckFailed, capture_error, central_difference, check, floats_arrays, leaf_gradients, shapes,
-                      upstream)
+from checklib import (
+    CheckFailed,
+    by_variant,
+    capture_error,
+    central_difference,
+    check,
+    floats_arrays,
+    leaf_gradients,
+    shapes,
+    upstream,
+)
 
 GRAD_TOL = {"rtol": 1e-4, "atol": 1e-5}
 REDUCTIONS = ("mean", "sum", "none")
@@ -193,12 +202,6 @@ def _loss_words(case):
     return f"{case['name']}({arguments}, reduction=reduction)"
 
 
-def _by_variant(*families):
-    """Give each check of a family the task and points of its variant in the family's table (a checklib
-    family has one task; a loss's behaviours belong to that loss's task)."""
-    for family, table in families:
-        for member in family.checks:
-            member.task, member.points = table[member.name.split("[", 1)[1][:-1]][:2]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -393,7 +396,7 @@ def _(case, output):
         _expect_error(what, output[name], "ValueError", words)
 
 
-_by_variant((values, VALUES), (gradients, GRADIENTS), (unbatched_row_with_a_0d_target, UNBATCHED),
+by_variant((values, VALUES), (gradients, GRADIENTS), (unbatched_row_with_a_0d_target, UNBATCHED),
             (keeps_float32_and_accepts_every_form_of_target, TARGET_FORMS),
             (rejects_a_target_of_another_shape, TARGET_SHAPE), (bad_class_targets_raise_an_error_naming_them,
                                                                 BAD_CLASS_TARGETS),

@@ -18,7 +18,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from checklib import CheckFailed, capture_error, check, shapes
+from checklib import CheckFailed, by_variant, capture_error, check, shapes
 
 SGD_TOL = {"rtol": 1e-4, "atol": 1e-4}
 ADAM_TOL = {"rtol": 1e-4, "atol": 2e-5}
@@ -138,15 +138,6 @@ def _reference(case):
             for p, state in found]
 
 
-def _by_variant(*families):
-    """Give each check of a family the task and points of its variant in the family's table (a checklib
-    family has one task; an optimizer's behaviours belong to that optimizer's task), and the tolerances of
-    its optimizer."""
-    for family, table in families:
-        for member in family.checks:
-            variant = member.name.split("[", 1)[1][:-1]
-            member.task, member.points = table[variant][:2]
-            member.rtol, member.atol = TOL.get(variant.split(",")[0], (member.rtol, member.atol))
 
 
 def _expect_errors(wanted, output):
@@ -395,7 +386,7 @@ def _(case):
     return {f"epoch {t}": {"get_last_lr()": lr, "the groups' lr": lr} for t, lr in lrs.items()}
 
 
-_by_variant((steps_match_the_update_rule, STEPS), (state_dict_holds_the_state_and_the_groups, STATE_DICT),
+by_variant((steps_match_the_update_rule, STEPS), (state_dict_holds_the_state_and_the_groups, STATE_DICT),
             (resumes_identically_after_load_state_dict, RESUME), (checks_its_arguments, ARGUMENTS),
             (scheduler_matches_its_closed_form, CLOSED_FORMS))
 

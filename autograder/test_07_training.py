@@ -22,7 +22,7 @@ import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from checklib import CheckFailed, arrays, assert_close, capture_error, check
+from checklib import CheckFailed, arrays, assert_close, by_variant, capture_error, check
 
 TRAIN_TOL = {"rtol": 1e-4, "atol": 1e-5}
 
@@ -175,12 +175,6 @@ def _evaluated(case):
     return _cross_entropy(logits, case["y"])[0], float(np.mean(np.argmax(logits, axis=-1) == case["y"]))
 
 
-def _by_variant(*families):
-    """Give each check of a family the task and points of its variant in the family's table (a checklib
-    family has one task)."""
-    for family, table in families:
-        for member in family.checks:
-            member.task, member.points = table[member.name.split("[", 1)[1][:-1]][:2]
 
 
 def _expect_error(what, output, error, words=()):
@@ -942,7 +936,7 @@ def load_checkpoint_refuses_pickled_objects(tt, case):
 load_checkpoint_refuses_pickled_objects.expected(lambda case: {"the error": "ValueError",
                                                                "the pickled object ran": False})
 
-_by_variant((accuracy_is_the_fraction_of_correct_argmax, ACCURACY),
+by_variant((accuracy_is_the_fraction_of_correct_argmax, ACCURACY),
             (clip_grad_norm_returns_the_norm_and_scales_the_grads, CLIP),
             (train_epoch_matches_numpy_step_by_step, EPOCHS),
             (evaluate_returns_the_mean_loss_and_accuracy, EVALUATE),

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "Check", "CheckFamily", "CheckFailed", "check", "assert_close", "capture_error", "central_difference",
+    "Check", "CheckFamily", "CheckFailed", "check", "by_variant", "assert_close", "capture_error", "central_difference",
     "finite", "shapes", "arrays", "floats_arrays", "signed_arrays", "upstream", "gradient_case", "leaf_gradients",
 ]
 
@@ -94,6 +94,15 @@ class CheckFamily:
         for member in self.checks:
             member._verdict = fn
         return fn
+
+
+def by_variant(*families: tuple[CheckFamily, dict]) -> None:
+    """Give each check of a family the task and points its variant has in the family's table
+    (``{variant: (task, points, ...)}``): a behaviour shared by several operations belongs to each
+    operation's task. Run on the judge's side, at import of the suite."""
+    for family, table in families:
+        for member in family.checks:
+            member.task, member.points = table[member.name.split("[", 1)[1][:-1]][:2]
 
 
 def check(*, task: str, points: float, inputs: Any = None, variants: dict[str, Any] | None = None,
