@@ -123,7 +123,9 @@ def _bwrap_prefix(slot: int, limits: Limits, mode: str | None = None) -> list[st
             command += ["--symlink", os.readlink(f"/{name}"), f"/{name}"]
         elif Path(f"/{name}").is_dir():
             command += ["--ro-bind", f"/{name}", f"/{name}"]
-    made: set[Path] = set()
+    # the private /tmp first: a virtual environment under /tmp (a CI clone) is bound into it, not hidden by it
+    command += ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
+    made: set[Path] = {Path("/tmp")}
     for path in [*interpreter_paths(), INSIDE / "lib"]:  # folders above a bind: traversable by the box's user
         for parent in reversed(path.parents[:-1]):
             if parent not in made:
@@ -131,8 +133,7 @@ def _bwrap_prefix(slot: int, limits: Limits, mode: str | None = None) -> list[st
                 command += ["--perms", "0755", "--dir", str(parent)]
     for path in interpreter_paths():
         command += ["--ro-bind", str(path), str(path)]
-    command += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(limits.tmp_bytes),
-                "--tmpfs", "/tmp", "--chdir", "/tmp", "--clearenv"]
+    command += ["--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp", "--clearenv"]
     if mode == "inside":  # then, as that user, a user namespace of its own in which no further one can be made
         return command + ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--", *drop,
                           "--inh-caps=-all", "--no-new-privs", "/usr/bin/bwrap", "--unshare-user",
