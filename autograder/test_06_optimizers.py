@@ -18,7 +18,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from checklib import CheckFailed, by_variant, capture_error, check, shapes
+from checklib import CheckFailed, by_variant, capture_error, check, expect_error, shapes
 
 SGD_TOL = {"rtol": 1e-4, "atol": 1e-4}
 ADAM_TOL = {"rtol": 1e-4, "atol": 2e-5}
@@ -144,14 +144,7 @@ def _expect_errors(wanted, output):
     """Judge {call: capture_error(...)}: `wanted` maps each call to the error it must raise (None: none)
     and words, one of which its message must hold."""
     for call, (error, words) in wanted.items():
-        raised, message = output[call]["raised"], output[call]["message"]
-        if raised != error:
-            said = f"a {raised} ({message!r:.80})" if raised else "no error"
-            raise CheckFailed(f"{call}: expected {'a ' + error if error else 'no error'} but got {said}",
-                              f"{call}: expected {'a ' + error if error else 'no error'} but got {raised or 'none'}")
-        if words and not any(word in message.lower() for word in words):
-            raise CheckFailed(f"{call}: the {error}'s message {message!r:.80} should name {' or '.join(words)}",
-                              f"{call}: the {error}'s message does not name {' or '.join(words)}")
+        expect_error(call, output[call], error, words)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from checklib import CheckFailed, arrays, assert_close, by_variant, capture_error, check
+from checklib import CheckFailed, arrays, assert_close, by_variant, capture_error, check, expect_error
 
 TRAIN_TOL = {"rtol": 1e-4, "atol": 1e-5}
 
@@ -177,18 +177,6 @@ def _evaluated(case):
 
 
 
-def _expect_error(what, output, error, words=()):
-    """Judge a capture_error result: `error` raised ('any': some error), its message holding one of `words`."""
-    raised, message, wanted = output["raised"], output["message"], "an error" if error == "any" else f"a {error}"
-    if raised is None or error not in ("any", raised):
-        said = f"a {raised} ({message!r:.80})" if raised else "no error"
-        raise CheckFailed(f"{what}: expected {wanted} but got {said}",
-                          f"{what}: expected {wanted} but got {raised or 'none'}")
-    if words and not any(word in message.lower() for word in words):
-        raise CheckFailed(f"{what}: the {raised}'s message {message!r:.80} should name {' or '.join(words)}",
-                          f"{what}: the {raised}'s message does not name {' or '.join(words)}")
-
-
 def _floats(shape, low=-2.0, high=2.0):
     return arrays(shape, np.float32, low, high)
 
@@ -267,7 +255,7 @@ def accuracy_with_mismatched_shapes_raises(tt, case):
     return capture_error(lambda: tt.accuracy(np.zeros((case["n"], 3), np.float32), np.zeros((case["n"], 1), np.int64)))
 
 
-accuracy_with_mismatched_shapes_raises.verdict(lambda case, output: _expect_error(
+accuracy_with_mismatched_shapes_raises.verdict(lambda case, output: expect_error(
     f"accuracy(logits of shape ({case['n']}, 3), targets of shape ({case['n']}, 1))", output, "ValueError"))
 
 # ---------------------------------------------------------------------------------------------------
@@ -427,7 +415,7 @@ def batches_with_a_batch_size_below_one_raises(tt, case):
     return capture_error(lambda: tt.batches(10, case["batch_size"]))
 
 
-batches_with_a_batch_size_below_one_raises.verdict(lambda case, output: _expect_error(
+batches_with_a_batch_size_below_one_raises.verdict(lambda case, output: expect_error(
     f"batches(10, {case['batch_size']})", output, "ValueError", ("batch_size", "batch size")))
 
 # ---------------------------------------------------------------------------------------------------
@@ -797,7 +785,7 @@ def save_checkpoint_refuses_extras_that_need_pickle(tt, case):
 @save_checkpoint_refuses_extras_that_need_pickle.verdict
 def _(case, output):
     what = "save_checkpoint(path, Linear, config={'lr': 0.1}) (a dict would need pickle)"
-    _expect_error(what, output, "any")
+    expect_error(what, output, "any")
     if output["raised"] not in ("TypeError", "ValueError"):
         raise CheckFailed(f"{what}: expected a TypeError but got a {output['raised']} ({output['message']!r:.80})")
 
@@ -892,7 +880,7 @@ def load_checkpoint_into_another_architecture_raises(tt, case):
         return capture_error(lambda: tt.load_checkpoint(os.path.join(folder, "c.npz"), _mlp(tt, 0, (3, 5, 2))))
 
 
-load_checkpoint_into_another_architecture_raises.verdict(lambda case, output: _expect_error(
+load_checkpoint_into_another_architecture_raises.verdict(lambda case, output: expect_error(
     "load_checkpoint(path, MLP (3, 5, 2)) of a checkpoint of an MLP (3, 4, 2)", output, "RuntimeError"))
 
 
@@ -906,7 +894,7 @@ def load_checkpoint_without_optimizer_state_raises(tt, case):
                                                         tt.optim.SGD(model.parameters(), lr=0.1)))
 
 
-load_checkpoint_without_optimizer_state_raises.verdict(lambda case, output: _expect_error(
+load_checkpoint_without_optimizer_state_raises.verdict(lambda case, output: expect_error(
     "load_checkpoint(path, model, optimizer) of a checkpoint saved without an optimizer", output, "any"))
 
 

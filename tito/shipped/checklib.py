@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "Check", "CheckFamily", "CheckFailed", "check", "by_variant", "assert_close", "capture_error", "central_difference",
+    "Check", "CheckFamily", "CheckFailed", "check", "by_variant", "expect_error", "assert_close", "capture_error",
+    "central_difference",
     "finite", "shapes", "arrays", "floats_arrays", "signed_arrays", "upstream", "gradient_case", "leaf_gradients",
 ]
 
@@ -153,6 +154,20 @@ def finite(output: Any, *, what: str) -> None:
     array = np.asarray(output)
     if array.dtype.kind in "fc" and not np.all(np.isfinite(array)):
         raise CheckFailed(f"{what}: the result holds NaN or infinity", f"{what}: the result holds NaN or infinity")
+
+
+def expect_error(what: str, output: dict, error: str | None, words: tuple = ()) -> None:
+    """Judge a ``capture_error`` result: ``error`` raised (None: no error; "any": some error), its message
+    holding one of ``words`` (lower case)."""
+    raised, message = output["raised"], output["message"]
+    wanted = "no error" if error is None else "an error" if error == "any" else f"a {error}"
+    if (raised is None) != (error is None) or error not in ("any", raised):
+        said = f"a {raised} ({message!r:.80})" if raised else "no error"
+        raise CheckFailed(f"{what}: expected {wanted} but got {said}",
+                          f"{what}: expected {wanted} but got {raised or 'none'}")
+    if raised and words and not any(word in message.lower() for word in words):
+        raise CheckFailed(f"{what}: the {raised}'s message {message!r:.80} should name {' or '.join(words)}",
+                          f"{what}: the {raised}'s message does not name {' or '.join(words)}")
 
 
 def _brief(value: np.ndarray) -> str:
