@@ -1,19 +1,25 @@
-"""The instructor's workflow with real nbgrader on a real course directory and a real kernel:
+"""The instructor's workflow with real nbgrader on a real course directory and a real sandboxed kernel:
 `tito course init`, then generate_assignment, release_assignment, fetch_assignment, submit, collect,
-autograde, generate_feedback, release_feedback and export, for every module."""
+autograde, generate_feedback, release_feedback and export, for every module, with a class of honest,
+broken and hostile students; then `tito grade` on the course."""
 
 from __future__ import annotations
 
 import csv
 import os
 import re
+import secrets
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import jupytext
 import nbformat
 import pytest
+from nbgrader.api import Gradebook
 
 from conftest import REPO, stage_numbers, tito
 from student import fill_nbgrader_release
@@ -24,9 +30,13 @@ BIN = Path(sys.executable).parent
 STAGES = [p.name for p in sorted((REPO / "solutions").iterdir()) if p.name[:2] in stage_numbers()]
 
 
-def nbgrader(*args: str, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
+def nbgrader(*args: str, cwd: Path, timeout: float = 900, config: Path | None = None) -> subprocess.CompletedProcess:
+    """A real nbgrader command; `config` is a student's ~/.jupyter/nbgrader_config.py."""
     env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}", "HOME": str(cwd)}
     env.pop("PYTHONPATH", None)
+    if config is not None:
+        (cwd / ".jupyter").mkdir(exist_ok=True)
+        shutil.copy2(config, cwd / ".jupyter" / "nbgrader_config.py")
     done = subprocess.run([str(BIN / "nbgrader"), *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
@@ -48,40 +58,109 @@ def solution_cell(notebook, text: str) -> int:
                 if c.metadata.get("nbgrader", {}).get("solution") and text in c.source)
 
 
-READS_SECRETS = f'''
+READS_SECRETS = """
 import glob, os
 
-for pattern in [{str(REPO / "autograder" / "*.py")!r}, {str(REPO / "solutions" / "*" / "*.py")!r},
-                "../../../gradebook.db", "../../../source/*/*.ipynb", "../../../release/*/*.ipynb"]:
+for pattern in [{repo!r} + "/autograder/*.py", {repo!r} + "/solutions/*/*.py", {course!r} + "/gradebook.db",
+                {course!r} + "/source/*/*.ipynb", {course!r} + "/release/*/*.ipynb", {course!r} + "/submitted/*/*/*",
+                {course!r} + "/autograded/*/*/*", {course!r} + "/.tito-course-key", "../../../gradebook.db",
+                "/root/.bash_history", "/etc/shadow"]:
     for path in glob.glob(pattern):
         try:
             if open(path, "rb").read(100):
                 print("READ OK", path)
         except OSError:
             pass
-'''
+"""
+
+# a student with the reference solutions who also tries to reach out of the kernel's sandbox
+ESCAPES = """
+import os, signal, socket, subprocess, sys
+
+for path in [{course!r} + "/nbgrader_config.py", {course!r} + "/.jupyter/nbgrader_config.py",
+             os.path.expanduser("~/.jupyter/nbgrader_config.py"), "/root/.jupyter/nbgrader_config.py"]:
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "a") as stream:
+            stream.write("c.Autograde.autograde_preprocessors = []  # planted\\n")
+        print("WROTE", path)
+    except OSError:
+        pass
+for address in [("pypi.org", 443), ("127.0.0.1", 22), ("10.0.0.1", 80)]:
+    try:
+        socket.create_connection(address, timeout=2).close()
+        print("NET OK", address)
+    except OSError:
+        pass
+subprocess.Popen([sys.executable, "-c", "import time\\nwhile True:\\n    time.sleep(0.2)  # {marker}"],
+                 start_new_session=True)
+if os.fork() == 0:
+    os.setsid()
+    os.execv("/bin/sh", ["sh", "-c", "while true; do sleep 0.2; done # {marker}"])
+for pid in [os.getppid(), 1]:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        print("KILLED", pid)
+    except OSError:
+        pass
+"""
+
+FORGES = """
+import os
+
+os.environ.pop("NBGRADER_EXECUTION", None)
+get_ipython().set_custom_exc((BaseException,), lambda *args, **kwargs: None)
+print(12.0)
+"""
+
+LEAKS = """
+import importlib, inspect, os, pkgutil, sys
+
+import tinytorch
+
+for module in pkgutil.walk_packages(tinytorch.__path__, "tinytorch."):
+    try:
+        print(inspect.getsource(importlib.import_module(module.name)))
+    except Exception as error:
+        print("no source of", module.name, error)
+for entry in sys.path:
+    for folder, _, files in os.walk(entry):
+        for name in files:
+            if name.endswith(".py") and "tinytorch" in folder:
+                print(open(os.path.join(folder, name)).read())
+"""
+
+MARKER = "tito-escaped-background-process"
 
 STUDENTS = {
     "01": {
         "alice": "reference", "bob": "untouched", "carol": "half", "dave": "reads_secrets",
         "erin": "warns_on_stderr", "frank": "deleted_cells", "gina": "duplicated_cell", "hank": "reordered",
         "ivan": "syntax_error", "jack": "infinite_loop", "kate": "memory_hog", "mallory": "forges_scores",
+        "nina": "escapes", "oscar": "kills_its_kernel",
     },
+    "05": {"alice": "reference", "bob": "untouched", "leo": "prints_every_source"},
 }
 
 
-def prepare(kind: str, path: Path, source: Path) -> None:
-    """Turn a fetched notebook into one student's submission."""
-    if kind == "untouched":
-        return
-    tasks = None
-    if kind == "half":
+def prepare(kind: str, path: Path, source: Path, course: Path) -> None:
+    """Turn a released notebook into one student's submission."""
+    if kind in ("untouched", "forges_scores", "prints_every_source"):
+        tasks: set[str] | None = set()
+    elif kind == "half":
         every = list(dict.fromkeys(re.findall(r"### BEGIN SOLUTION (\d\d\.\d+) ", source.read_text())))
         tasks = set(every[: len(every) // 2])
+    else:
+        tasks = None
     fill_nbgrader_release(path, source, tasks)
-    if kind == "reads_secrets":
-        edit(path, lambda nb: nb.cells.insert(1, nbformat.v4.new_code_cell(READS_SECRETS)))
-    elif kind == "warns_on_stderr":
+    first = {"reads_secrets": READS_SECRETS.format(repo=str(REPO), course=str(course)),
+             "escapes": ESCAPES.format(course=str(course), marker=MARKER), "forges_scores": FORGES,
+             "prints_every_source": LEAKS, "infinite_loop": "while True:\n    pass\n",
+             "memory_hog": "hog = bytearray(8 << 30)\nhog[::4096] = b'x' * len(hog[::4096])\n",
+             "kills_its_kernel": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"}.get(kind)
+    if first is not None:
+        edit(path, lambda nb: nb.cells.insert(2, nbformat.v4.new_code_cell(first)))
+    if kind == "warns_on_stderr":
         def warn(nb):
             index = solution_cell(nb, "def sum_kernel(")
             nb.cells[index].source += ("\nimport sys, warnings\nprint('a warning on stderr', file=sys.stderr)\n"
@@ -106,56 +185,89 @@ def prepare(kind: str, path: Path, source: Path) -> None:
         def broken(nb):
             nb.cells[solution_cell(nb, "def sum_kernel(")].source += "\nresult = (1 +\n"
         edit(path, broken)
-    elif kind == "infinite_loop":
-        edit(path, lambda nb: nb.cells.insert(1, nbformat.v4.new_code_cell("while True:\n    pass\n")))
-    elif kind == "forges_scores":
-        def forge(nb):
-            found = (re.match(r"# Graded: task (\S+) .*, ([\d.]+) points", c.source) for c in nb.cells)
-            points = {m.group(1): float(m.group(2)) for m in found if m}
-            nb.cells.insert(1, nbformat.v4.new_code_cell(
-                f"import tito.nbgrader_judge as judge\nPOINTS = {points!r}\n"
-                "judge.score = lambda stage, task: POINTS[task]\n"))
-        edit(path, forge)
-    elif kind == "memory_hog":
-        edit(path, lambda nb: nb.cells.insert(1, nbformat.v4.new_code_cell("hog = bytearray(8 << 30)\n")))
+
+
+def submit(course: Path, student: str, name: str, notebook: Path) -> None:
+    """What `nbgrader collect` leaves for a student (real fetch and submit are run for alice and bob)."""
+    folder = course / "submitted" / student / name
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(notebook, folder / notebook.name)
+    (folder / "timestamp.txt").write_text("2026-11-30 10:00:00.000000 UTC\n")
+    (folder / "submission_secret.txt").write_text(secrets.token_hex(16))  # release_feedback needs it
+
+
+def _marked_processes() -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and MARKER in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                found.append(entry.name)
+        except OSError:
+            continue
+    return found
+
+
+EXCHANGED = ("01", "05")  # the stages whose alice and bob go through the real exchange: release, fetch, submit, collect
 
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
+    """One course, every stage; nbgrader commands that take an assignment pattern run once for all."""
     base = tmp_path_factory.mktemp("nbgrader")
     course = base / "course"
     run = tito(REPO, "course", "init", str(course))
     assert run.code == 0, run.stderr
-    exchange = str(course / "exchange")
+    config = (course / "nbgrader_config.py").read_text()
+    nbgrader("generate_assignment", "*", "--force", cwd=course)
     students_of = {}
     for name in STAGES:
-        number = name[:2]
-        students = STUDENTS.get(number, {"alice": "reference", "bob": "untouched"})
+        students = STUDENTS.get(name[:2], {"alice": "reference", "bob": "untouched"})
         students_of[name] = students
-        nbgrader("generate_assignment", name, "--force", cwd=course)
-        nbgrader("release_assignment", name, "--force", cwd=course)
+        exchanged = name[:2] in EXCHANGED
+        if exchanged:
+            nbgrader("release_assignment", name, "--force", cwd=course)
         for student, kind in students.items():
             home = base / "students" / student
             home.mkdir(parents=True, exist_ok=True)
-            if not (home / name).exists():
-                nbgrader("fetch_assignment", name, "--course", "tinytorch", f"--Exchange.root={exchange}", cwd=home)
-            prepare(kind, home / name / f"{name}.ipynb", REPO / "solutions" / name / f"{name}.py")
-            nbgrader("submit", name, "--course", "tinytorch", "--student", student, f"--Exchange.root={exchange}",
-                     cwd=home)
-        nbgrader("collect", name, cwd=course)
-        # short for the stage whose students loop forever; later notebooks train real models in a cell
-        timeout = 60 if "infinite_loop" in students.values() else 600
-        nbgrader("autograde", name, f"--Execute.timeout={timeout}", cwd=course)
-        nbgrader("generate_feedback", name, cwd=course)
-        nbgrader("release_feedback", name, cwd=course)
+            source = REPO / "solutions" / name / f"{name}.py"
+            if exchanged and student in ("alice", "bob"):  # the real student side
+                nbgrader("fetch_assignment", name, cwd=home, config=course / "student_nbgrader_config.py")
+                prepare(kind, home / name / f"{name}.ipynb", source, course)
+                nbgrader("submit", name, "--student", student,  # every simulated student is this one user
+                         cwd=home, config=course / "student_nbgrader_config.py")
+            else:
+                (home / name).mkdir(exist_ok=True)
+                shutil.copy2(course / "release" / name / f"{name}.ipynb", home / name / f"{name}.ipynb")
+                prepare(kind, home / name / f"{name}.ipynb", source, course)
+                if student not in ("alice", "bob"):  # earlier modules this student never did: untouched
+                    for earlier in STAGES[: STAGES.index(name)]:
+                        submit(course, student, earlier, course / "release" / earlier / f"{earlier}.ipynb")
+                submit(course, student, name, home / name / f"{name}.ipynb")
+        if exchanged:
+            nbgrader("collect", name, cwd=course)
+    # every stage at once; the cells are short, and jack's endless loop is stopped after the timeout
+    nbgrader("autograde", "*", "--Execute.timeout=30", cwd=course)
+    processes_left = _marked_processes()
+    nbgrader("generate_feedback", "*", cwd=course)
+    for name in STAGES:
+        if name[:2] in EXCHANGED:
+            nbgrader("release_feedback", name, cwd=course)
     nbgrader("export", cwd=course)
     scores = _exported(course)
-    judged = tito(REPO, "grade", str(course), "--stage", STAGES[0][:2], "--isolated", "--out", str(base / "judged"),
-                  "--examples", "5")
-    assert judged.code == 0, judged.stderr
-    assert "task scores into" in judged.stderr
+    # the wrong kernel (the instructor's own, unsandboxed) changes no score: the judge decides them
+    nbgrader("autograde", STAGES[0], "--force", "--student", "mallory", "--Execute.kernel_name=python3", cwd=course)
     nbgrader("export", cwd=course)
-    return course, scores, students_of, _exported(course)
+    wrong_kernel = _exported(course)
+    # an instructor's score set by hand stays; tito grade only compares
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        gradebook.find_grade("task-01_2", STAGES[0], STAGES[0], "carol").manual_score = 1.0
+        gradebook.db.commit()
+    judged = tito(REPO, "grade", str(course), "--out", str(base / "judged"))
+    assert judged.code == 0, judged.stderr
+    nbgrader("export", cwd=course)
+    return SimpleNamespace(root=course, scores=scores, students=students_of, regraded=_exported(course),
+                           wrong_kernel=wrong_kernel, config=config, processes_left=processes_left,
+                           judged=judged.stderr)
 
 
 def _exported(course: Path) -> dict:
@@ -166,42 +278,109 @@ def _exported(course: Path) -> dict:
     return scores
 
 
+def outputs(course, student: str, name: str) -> str:
+    notebook = nbformat.read(course.root / "autograded" / student / name / f"{name}.ipynb", as_version=4)
+    return "\n".join(str(output.get("text", "")) + str(output.get("evalue", "")) + str(output.get("data", ""))
+                     for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs)
+
+
 @pytest.mark.parametrize("name", STAGES)
 def test_reference_scores_full_marks_and_the_untouched_release_zero(course, name):
-    _, scores, _, _ = course
-    score, maximum = scores[(name, "alice")]
+    score, maximum = course.scores[(name, "alice")]
     assert maximum > 0 and score == maximum
-    assert scores[(name, "bob")][0] == 0
+    assert course.scores[(name, "bob")][0] == 0
+
+
+@pytest.mark.parametrize("name", STAGES)
+def test_each_notebook_runs_on_the_students_own_earlier_modules(course, name):
+    """alice submitted every module: in the sandboxed kernel her notebook imports her own 01..NN-1 and every
+    public test in it passes; no cell ends in an error."""
+    notebook = nbformat.read(course.root / "autograded" / "alice" / name / f"{name}.ipynb", as_version=4)
+    errors = [(index, output.get("ename"), output.get("evalue", "")[:200]) for index, cell in enumerate(notebook.cells)
+              if cell.cell_type == "code" for output in cell.outputs if output.output_type == "error"]
+    assert not errors
+    if name != STAGES[0]:
+        mine = "\n".join(output.get("text", "") for output in notebook.cells[1].outputs)
+        earlier = STAGES[: STAGES.index(name)]
+        assert f"tinytorch from your notebooks: {', '.join(f'{e}/{e}.ipynb' for e in earlier)}" in mine
+
+
+def test_a_student_runs_a_later_notebook_on_their_own_earlier_modules():
+    """The student side: in the folder nbgrader fetched 05 into, the notebook's first cell makes `tinytorch`
+    the student's own 01..04 (here with one of them changed, to see it is theirs)."""
+    home = Path(tempfile.mkdtemp(prefix="student-home-"))
+    try:
+        for name in STAGES[:5]:
+            (home / name).mkdir()
+            notebook = nbformat.v4.new_notebook(cells=[
+                nbformat.v4.new_code_cell(cell.source) for cell in
+                jupytext.read(REPO / "solutions" / name / f"{name}.py", fmt="py:percent").cells
+                if cell.cell_type == "code"])
+            nbformat.write(notebook, home / name / f"{name}.ipynb")
+        edit(home / STAGES[0] / f"{STAGES[0]}.ipynb", lambda nb: nb.cells.append(
+            nbformat.v4.new_code_cell("#| export\nMARKED_BY_THE_STUDENT = 42\n")))
+        code = ("from tito.fetched import use_my_modules\nuse_my_modules()\nimport tinytorch as tt\n"
+                "from tinytorch.core import tensor\nprint(tensor.MARKED_BY_THE_STUDENT, tensor.__file__)\n"
+                "print(tt.nn.Linear(2, 3)(tt.ones(4, 2)).shape)\n")
+        done = subprocess.run([sys.executable, "-c", code], cwd=home / STAGES[4], capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert "tinytorch from your notebooks: 01_tensor/01_tensor.ipynb" in done.stdout
+        assert "42 " in done.stdout and str(REPO) not in done.stdout.splitlines()[-2]
+        assert "(4, 3)" in done.stdout
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def test_partial_work_gets_partial_credit(course):
-    _, scores, _, _ = course
-    score, maximum = scores[(STAGES[0], "carol")]
+    score, maximum = course.scores[(STAGES[0], "carol")]
     assert 0 < score < maximum
 
 
 def test_a_warning_on_stderr_costs_nothing(course):
-    _, scores, _, _ = course
-    assert scores[(STAGES[0], "erin")] == scores[(STAGES[0], "alice")]
+    assert course.scores[(STAGES[0], "erin")] == course.scores[(STAGES[0], "alice")]
 
 
-def test_student_code_cannot_read_suites_solutions_or_gradebook(course):
-    root, scores, _, _ = course
-    autograded = nbformat.read(root / "autograded" / "dave" / STAGES[0] / f"{STAGES[0]}.ipynb", as_version=4)
-    printed = "".join(output.get("text", "") for cell in autograded.cells if cell.cell_type == "code"
-                      for output in cell.outputs)
+def test_student_code_cannot_read_suites_solutions_gradebook_or_other_students(course):
+    printed = outputs(course, "dave", STAGES[0])
     assert "READ OK" not in printed
-    assert any("READS_SECRETS" in cell.source or "glob.glob(pattern)" in cell.source for cell in autograded.cells)
-    assert scores[(STAGES[0], "dave")] == scores[(STAGES[0], "alice")]
+    notebook = nbformat.read(course.root / "autograded" / "dave" / STAGES[0] / f"{STAGES[0]}.ipynb", as_version=4)
+    assert any("glob.glob(pattern)" in cell.source for cell in notebook.cells)
+    assert course.scores[(STAGES[0], "dave")] == course.scores[(STAGES[0], "alice")]
+
+
+def test_a_notebook_cannot_reach_out_of_its_sandbox(course):
+    """nina writes the instructor's nbgrader configuration, opens sockets, leaves processes behind and
+    signals her parents; none of it works, her grade is honest and the next student's (oscar) unchanged."""
+    printed = outputs(course, "nina", STAGES[0])
+    assert "WROTE" not in printed and "NET OK" not in printed and "KILLED" not in printed
+    assert (course.root / "nbgrader_config.py").read_text() == course.config
+    assert not (course.root / ".jupyter").exists()
+    assert not list(Path.home().glob(".jupyter/nbgrader_config.py")) or "planted" not in \
+        (Path.home() / ".jupyter" / "nbgrader_config.py").read_text()
+    assert course.processes_left == [], "a process started by a cell outlived autograde"
+    assert course.scores[(STAGES[0], "nina")] == course.scores[(STAGES[0], "alice")]
+    assert course.scores[(STAGES[0], "oscar")] == course.scores[(STAGES[0], "alice")]
+
+
+def test_a_kernel_that_dies_ends_the_run_not_the_grade(course):
+    assert course.scores[(STAGES[0], "oscar")] == course.scores[(STAGES[0], "alice")]
+    assert "the kernel stopped here" in outputs(course, "oscar", STAGES[0])
+
+
+def test_forged_scores_stay_zero_under_any_kernel(course):
+    """mallory's cells remove the graded cells' environment variable, swallow their errors and print a
+    score; the judge writes the graded cells' results, under the sandboxed kernel and the wrong one."""
+    assert course.scores[(STAGES[0], "mallory")][0] == 0
+    assert course.wrong_kernel[(STAGES[0], "mallory")][0] == 0
 
 
 @pytest.mark.parametrize("student", ["frank", "gina", "hank", "ivan"])
 def test_broken_structure_is_graded_sensibly(course, student):
     """Deleted, duplicated or reordered cells and syntax errors: the missing work scores 0, the rest is
     graded, and the batch goes on."""
-    _, scores, _, _ = course
-    score, maximum = scores[(STAGES[0], student)]
-    full = scores[(STAGES[0], "alice")][0]
+    score, _ = course.scores[(STAGES[0], student)]
+    full = course.scores[(STAGES[0], "alice")][0]
     if student in ("gina", "hank"):
         assert score == full
     else:
@@ -209,33 +388,69 @@ def test_broken_structure_is_graded_sensibly(course, student):
 
 
 @pytest.mark.parametrize("student", ["jack", "kate"])
-def test_a_hang_or_a_memory_hog_is_stopped_and_the_others_are_graded(course, student):
-    _, scores, _, _ = course
-    assert (STAGES[0], student) in scores
-    assert scores[(STAGES[0], "alice")][0] == scores[(STAGES[0], "alice")][1]
+def test_a_hang_or_a_memory_hog_is_stopped_and_graded_honestly(course, student):
+    """Their solutions are the reference: stopping the cell costs them nothing."""
+    assert course.scores[(STAGES[0], student)] == course.scores[(STAGES[0], "alice")]
+
+
+def test_tito_grade_on_the_course_agrees_with_autograde_and_keeps_manual_scores(course):
+    """`tito grade COURSE` grades every released assignment as the judge did during autograde (same key,
+    same cases, each module on its own): it agrees for every submission but the one whose score the
+    instructor set by hand, which it reports and keeps."""
+    for name in STAGES:
+        for student in course.students[name]:
+            expected = course.scores[(name, student)]
+            if (name, student) == (STAGES[0], "carol"):
+                assert course.regraded[(name, student)][0] != expected[0]  # the manual score counts
+            else:
+                assert course.regraded[(name, student)] == expected, (name, student)
+    reported = [line.strip() for line in course.judged.splitlines() if line.startswith("  ")]
+    assert any(line.startswith("carol, 01_tensor") and "set by hand (kept)" in line for line in reported)
+    others = [line for line in reported if not line.startswith("carol, 01_tensor")]
+    # leo submitted 01-04 after they were autograded: only those are new to nbgrader
+    assert all(line.startswith("leo, 0") and "not autograded by nbgrader yet" in line for line in others), others
 
 
 @pytest.mark.parametrize("name", STAGES)
 def test_released_notebooks_hold_no_solution_and_no_hidden_test(course, name):
-    root, _, _, _ = course
-    released = (root / "release" / name / f"{name}.ipynb").read_text()
-    fetched = (root.parent / "students" / "bob" / name / f"{name}.ipynb").read_text()
-    for line in secret_lines(name, root):
+    released = (course.root / "release" / name / f"{name}.ipynb").read_text()
+    fetched = (course.root.parent / "students" / "bob" / name / f"{name}.ipynb").read_text()
+    for line in secret_lines(name):
         assert json_text(line) not in released and json_text(line) not in fetched, line
 
 
 @pytest.mark.parametrize("name", STAGES)
 def test_feedback_holds_no_hidden_test_source(course, name):
-    root, _, students, _ = course
-    for student in students[name]:
-        for html in (root / "feedback" / student / name).glob("*.html"):
+    for student in course.students[name]:
+        for html in (course.root / "feedback" / student / name).glob("*.html"):
             text = html.read_text()
-            for line in hidden_lines(name, root):
+            for line in hidden_lines(name):
                 assert line not in text, (student, line)
 
 
+def test_no_reference_code_reaches_a_student_who_prints_every_source(course):
+    """leo (05) prints the source of every tinytorch module his kernel can import and every file on its
+    path: only his own stubs are there, so no line of the reference of 01..05 reaches autograded/,
+    feedback/ or the exchange."""
+    name = next(n for n in STAGES if n.startswith("05"))
+    printed = outputs(course, "leo", name)
+    assert "class Tensor" in printed  # his own (stubbed) 01 was printed
+    places = [*(course.root / "autograded" / "leo").rglob("*.ipynb"), *(course.root / "feedback" / "leo").rglob("*"),
+              *(course.root / "exchange").rglob("*leo*/**/*")]
+    texts = [path.read_text(errors="replace") for path in places if path.is_file()]
+    assert texts
+    for earlier in STAGES[: STAGES.index(name) + 1]:
+        for line in secret_lines(earlier):
+            assert not any(json_text(line) in text or line in text for text in texts), (earlier, line)
+
+
+def test_no_checksum_warning_for_an_honest_submission(course):
+    done = nbgrader("autograde", STAGES[0], "--force", "--student", "alice", cwd=course.root)
+    assert "has changed" not in done.stdout + done.stderr
+
+
 def test_init_again_keeps_grades_and_submissions(course):
-    root, _, _, _ = course
+    root = course.root
     before = {p: p.stat().st_mtime_ns for p in [root / "gradebook.db", *root.glob("submitted/*/*/*.ipynb")]}
     run = tito(REPO, "course", "init", str(root))
     assert run.code == 0 and "up to date" in run.stderr
@@ -259,18 +474,15 @@ def _split(text: str, begin: str, end: str) -> tuple[list[str], list[str]]:
     return inside, outside
 
 
-def hidden_lines(name: str, root: Path) -> list[str]:
-    source = nbformat.read(root / "source" / name / f"{name}.ipynb", as_version=4)
-    lines = [line for cell in source.cells
-             for line in _split(cell.source, "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")[0] if line]
+def hidden_lines(name: str) -> list[str]:
     suite = (REPO / "autograder" / f"test_{name}.py").read_text().splitlines()
     source = jupytext.read(REPO / "solutions" / name / f"{name}.py", fmt="py:percent")
     public = {line for cell in source.cells for line in _split(cell.source, "BEGIN SOLUTION", "END SOLUTION")[1]}
-    return lines + [line.strip() for line in suite
+    return [line.strip() for line in suite
                     if len(line.strip()) > 30 and not line.strip().startswith("#") and line.strip() not in public]
 
 
-def secret_lines(name: str, root: Path) -> list[str]:
+def secret_lines(name: str) -> list[str]:
     """Every solution line that the source does not also show outside its solution regions (the narrative
     may quote `loss.backward()` as a hint), and every hidden line."""
     source = jupytext.read(REPO / "solutions" / name / f"{name}.py", fmt="py:percent")
@@ -281,4 +493,4 @@ def secret_lines(name: str, root: Path) -> list[str]:
         outside += cell_outside
     shown = "\n".join(outside)
     solution = [line for line in inside if len(line) > 12 and line not in shown and not line.startswith("#")]
-    return solution + hidden_lines(name, root)
+    return solution + hidden_lines(name)

@@ -21,7 +21,7 @@ from tito import engine, package, sandbox
 from tito.errors import TitoError
 from tito.project import Stage, stages_up_to
 from tito.source import parse_notebook, read_source
-from tito.submissions import feedback_filename
+from tito.submissions import feedback_filename, printable
 
 MODES = ("isolated", "cumulative")
 MAX_EXPORTED_CHARACTERS = 1 << 20  # a module's exported code is about 30,000 characters
@@ -206,23 +206,36 @@ def write_reports(out: Path, grades: list[Grade], plans: dict[str, engine.Plan],
     (out / "summary.md").write_text("\n".join(lines), encoding="utf-8", errors="backslashreplace")
 
 
-def write_gradebook(path: Path, grades: list[Grade], mode: str, names: dict[str, str]) -> tuple[int, int]:
-    """Put the judge's score of every task into nbgrader's gradebook as the manual score of that task's
-    graded cell (a cell's manual score overrides its autograded one), so `nbgrader export` reports it."""
+def compare_gradebook(path: Path, grades: list[Grade], names: dict[str, str]) -> tuple[list[str], int]:
+    """Where nbgrader's gradebook holds a different score than the judge's for a graded submission: one
+    line per (student, stage), naming the tasks that differ and any score the instructor set by hand
+    (which stays). Returns (those lines, how many submissions agree). The gradebook is only read."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    written = skipped = 0
+    lines, agree = [], 0
     with Gradebook(f"sqlite:///{path}") as gradebook:
-        for grade in (g for g in grades if g.mode == mode and not g.fault):
+        for grade in (g for g in grades if g.mode == "isolated" and not g.fault):
             name = names[grade.stage]
+            try:
+                notebook = gradebook.find_submission_notebook(name, name, grade.student)
+            except MissingEntry:
+                lines.append(f"{printable(grade.student)}, {name}: not autograded by nbgrader yet "
+                             f"(the judge: {grade.score:g}/{grade.max_score:g})")
+                continue
+            cells = {cell.name: cell for cell in notebook.grades}
+            differ = []
             for task in dict.fromkeys(t.task for t in grade.tests):
-                score = sum(t.points for t in grade.tests if t.task == task)
-                try:
-                    cell = gradebook.find_grade(f"task-{task.replace('.', '_')}", name, name, grade.student)
-                except MissingEntry:
-                    skipped += 1
-                    continue
-                cell.manual_score = score
-                written += 1
-        gradebook.db.commit()
-    return written, skipped
+                judged = sum(t.points for t in grade.tests if t.task == task)
+                cell = cells.get(f"task-{task.replace('.', '_')}")
+                if cell is None:
+                    differ.append(f"task {task}: no graded cell in nbgrader")
+                elif cell.manual_score is not None and cell.manual_score != judged:
+                    differ.append(f"task {task}: {cell.manual_score:g} set by hand (kept), the judge {judged:g}")
+                elif cell.manual_score is None and (cell.auto_score or 0) != judged:
+                    differ.append(f"task {task}: nbgrader {cell.auto_score or 0:g}, the judge {judged:g}")
+            if differ:
+                lines.append(f"{printable(grade.student)}, {name}: nbgrader {notebook.score:g}, the judge "
+                             f"{grade.score:g}/{grade.max_score:g} ({'; '.join(differ)})")
+            else:
+                agree += 1
+    return lines, agree

@@ -76,7 +76,8 @@ def parser() -> argparse.ArgumentParser:
                             "zip or folder per student")
     grade.add_argument("--stage", action="append", metavar="NN", help="a stage to grade (repeat; default: all)")
     grade.add_argument("--isolated", action="store_true",
-                       help="also grade each stage with the reference standing in for earlier stages")
+                       help="also grade each stage with the reference standing in for earlier stages (an nbgrader "
+                            "course is always graded so, as its judge grades)")
     grade.add_argument("-j", "--jobs", type=_count, default=os.cpu_count() or 1, help="submissions graded at once")
     grade.add_argument("--out", metavar="DIR", help="where to write the reports (default: SUBMISSIONS-grades)")
     grade.add_argument("--timeout", type=_seconds, default=300.0, help="seconds one submission may run per stage")

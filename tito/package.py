@@ -113,15 +113,17 @@ def namespaces(code: str) -> dict[str, list[str]]:
     return grouped
 
 
-def _module_code(export: StageExport, cells: list[tuple[int, str, str]]) -> str:
-    parts = [HEADER.format(origin=export.origin)]
+def _module_code(origin: str, cells: list[tuple[int, str, str]], broken: list[str]) -> str:
+    """The module file of a notebook's exported cells; a cell that does not compile is left out and said
+    in `broken`."""
+    parts = [HEADER.format(origin=origin)]
     for number, code, namespace in cells:
         try:
-            compile(code, f"{export.origin} cell {number}", "exec")
+            compile(code, f"{origin} cell {number}", "exec")
         except SyntaxError as error:
             first = next((line.strip() for line in code.splitlines() if line.strip()), "")[:60]
-            export.broken_cells.append(
-                f"{export.origin}, cell {number} (the code cell starting `{first}`): {error.msg} "
+            broken.append(
+                f"{origin}, cell {number} (the code cell starting `{first}`): {error.msg} "
                 f"(line {error.lineno} of the cell); this cell was left out of the package")
             continue
         parts.append(f"#| export {namespace}".rstrip() + "\n" + code.strip("\n") + "\n")
@@ -133,7 +135,16 @@ def stage_module(stage: Stage, notebook: Any, origin: str, *, reference: bool) -
     module = export_target(notebook, origin)
     stubs = {} if reference else stubbed_tasks(notebook)
     result = StageExport(stage, origin, module, source_tasks(stage), stubs)
-    return result, module.replace(".", "/") + ".py", _module_code(result, exported_cells(notebook, origin))
+    return result, module.replace(".", "/") + ".py", _module_code(origin, exported_cells(notebook, origin),
+                                                                    result.broken_cells)
+
+
+def notebook_module(notebook: Any, origin: str) -> tuple[str, str, list[str]]:
+    """What a notebook contributes to the package, known from the notebook alone (no checkout needed):
+    (file path inside the package, code, the cells left out for a syntax error)."""
+    module = export_target(notebook, origin)
+    broken: list[str] = []
+    return module.replace(".", "/") + ".py", _module_code(origin, exported_cells(notebook, origin), broken), broken
 
 
 STAMP = ".export.json"  # beside the package: what was exported, from which inputs

@@ -66,7 +66,7 @@ def _box_mode() -> str | None:
     inside it, as a user id of its own, a second bubblewrap makes the user namespace)."""
     modes = ["drop", "inside"] if os.geteuid() == 0 else ["user"]
     for mode in modes:
-        probe = _bwrap_prefix(0, Limits(), mode) + [sys.executable, "-I", "-S", "-c",
+        probe = bwrap_prefix(0, Limits(), mode) + [sys.executable, "-I", "-S", "-c",
                                                     "import sys; sys.path += sys.argv[1:]; import numpy; "
                                                     "open('/tmp/probe', 'w').close()", *site_paths()]
         try:
@@ -107,7 +107,7 @@ def _new_session() -> None:
     os.setsid()
 
 
-def _bwrap_prefix(slot: int, limits: Limits, mode: str | None = None) -> list[str]:
+def bwrap_prefix(slot: int, limits: Limits, mode: str | None = None) -> list[str]:
     """The command up to the program to run in the box, whose user owns nothing outside and whose
     processes alone count against RLIMIT_NPROC (see `_box_mode`)."""
     mode = mode or _box_mode()
@@ -190,6 +190,17 @@ def _cgroup_parent(controller: str) -> Path:
     raise OSError(f"no {controller or 'v2'} cgroup")
 
 
+def cgroup_folders(pattern: str) -> list[Path]:
+    """This process's child cgroups whose names match `pattern`, in every controller tito uses."""
+    found: list[Path] = []
+    for controller in _cgroup_settings(Limits()):
+        try:
+            found += _cgroup_parent(controller).glob(pattern)
+        except OSError:
+            continue
+    return found
+
+
 @lru_cache(maxsize=1)
 def cgroups_available() -> bool:
     """Whether a box can get a cgroup of its own here (root, and the controllers writable)."""
@@ -217,7 +228,7 @@ def _user_processes() -> int:
     return count
 
 
-def _limiter(limits: Limits, isolation: str, cgroup: Cgroup | None = None) -> Callable[[], None]:
+def limiter(limits: Limits, isolation: str, cgroup: Cgroup | None = None) -> Callable[[], None]:
     # for a non-root grader RLIMIT_NPROC counts all of its own processes: allow those running now
     processes = limits.processes if os.geteuid() == 0 else _user_processes() + limits.processes
     cpu = int(limits.wall_seconds) + 5
@@ -251,7 +262,7 @@ def run(job: Path, package: Path, first: int, *, limits: Limits, isolation: str,
         setenv = [part for key, value in ENV.items() for part in ("--setenv", key, value)]
         binds = ["--ro-bind", str(job / "lib"), f"{INSIDE}/lib", "--ro-bind", str(job / "work.json"),
                  f"{INSIDE}/work.json", "--ro-bind", str(package), f"{INSIDE}/pkg"]
-        prefix = _bwrap_prefix(slot, limits)
+        prefix = bwrap_prefix(slot, limits)
         split = prefix.index("--")
         command = [*prefix[:split], *binds, *setenv, *prefix[split:], *python, f"{INSIDE}/lib/runner.py",
                    str(INSIDE), f"{INSIDE}/pkg", str(first), str(write_end), *site_paths()]
@@ -266,7 +277,7 @@ def run(job: Path, package: Path, first: int, *, limits: Limits, isolation: str,
             process = subprocess.Popen(command, cwd="/tmp" if isolation == "bwrap" else str(job), env=dict(ENV),
                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                        stderr=subprocess.DEVNULL, pass_fds=(write_end,),
-                                       preexec_fn=_limiter(limits, isolation, cgroup))
+                                       preexec_fn=limiter(limits, isolation, cgroup))
         finally:
             os.close(write_end)
         try:

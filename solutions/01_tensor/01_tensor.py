@@ -39,10 +39,12 @@
 # module 02 can teach each operation its derivative without touching this file.
 #
 # **How to work.** Every code cell that starts with `#| export` becomes part of the package
-# `tinytorch/core/tensor.py` when you run `tito export 01`. Fill in each
+# `tinytorch/core/tensor.py`<!-- tito --> when you run `tito export 01`<!-- /tito -->. Fill in each
 # `### BEGIN YOUR SOLUTION` ... `### END YOUR SOLUTION` region, run the cell, then run the small test
 # cell after it. Until you have filled in a region, its test cell fails with `NotImplementedError`
-# naming the task: that is expected. `tito test 01` runs the hidden suite and tells you what is wrong.
+# naming the task: that is expected. <!-- tito -->`tito test 01` runs the hidden suite and tells you what is
+# wrong.<!-- /tito --><!-- course Your work is graded when you submit this notebook; the feedback shows
+# each task's score. -->
 #
 # No Python loops over elements anywhere: a tensor may hold millions of numbers, and a Python loop
 # handles a few million per second where numpy handles a billion.

@@ -24,9 +24,12 @@
 # dispatcher lets its autograd layer wrap the kernels.
 #
 # **Before you start.** This notebook runs on *your* 01: its first exported cell imports `Tensor` from the
-# package that `tito export 01` wrote. Finish 01 (`tito test 01` at full marks), run `tito export 01`, and
-# restart this notebook's kernel whenever you export again, so it picks up the new code. Grade this
-# module with `tito test 02`, which exports 01 and 02 together.
+# package that your 01 became. <!-- tito -->Finish 01 (`tito test 01` at full marks), run `tito export 01`,
+# and restart this notebook's kernel whenever you export again, so it picks up the new code. Grade this
+# module with `tito test 02`, which exports 01 and 02 together.<!-- /tito --><!-- course In the nbgrader course the notebook's first code cell builds `tinytorch` from your own
+# notebooks of the earlier modules, fetched into the folders beside this one: finish those first, and
+# run that cell (then the cells below it) again whenever you change one. Your work is graded when you
+# submit this notebook. -->
 
 # %%
 #| default_exp core.autograd

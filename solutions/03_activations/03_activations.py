@@ -36,9 +36,12 @@
 #   ≤ 0.
 #
 # **Before you start.** This notebook runs on *your* 01 and 02: its exported cells import `Tensor` and
-# `Function` from the package that `tito export 02` wrote. Finish 02 (`tito test 02` at full marks),
-# run `tito export 02`, and restart this notebook's kernel whenever you export again. Grade this module
-# with `tito test 03`, which exports 01, 02 and 03 together.
+# `Function` from the package your 01 and 02 became. <!-- tito -->Finish 02 (`tito test 02` at full
+# marks), run `tito export 02`, and restart this notebook's kernel whenever you export again. Grade this
+# module with `tito test 03`, which exports 01, 02 and 03 together.<!-- /tito --><!-- course In the nbgrader course the notebook's first code cell builds `tinytorch` from your own
+# notebooks of the earlier modules, fetched into the folders beside this one: finish those first, and
+# run that cell (then the cells below it) again whenever you change one. Your work is graded when you
+# submit this notebook. -->
 
 # %%
 #| default_exp core.activations

@@ -53,8 +53,12 @@
 #
 # **Before you start.** This notebook runs on *your* 01, 02 and 03: its first exported cell imports
 # `Tensor` from `tinytorch.core.tensor` and the activation functions from `tinytorch.core.activations`.
-# Finish 03 (`tito test 03` at full marks), run `tito export 03`, and restart this notebook's kernel
-# whenever you export again. Grade this module with `tito test 04`, which exports 01 to 04 together.
+# <!-- tito -->Finish 03 (`tito test 03` at full marks), run `tito export 03`, and restart this notebook's
+# kernel whenever you export again. Grade this module with `tito test 04`, which exports 01 to 04
+# together.<!-- /tito --><!-- course In the nbgrader course the notebook's first code cell builds `tinytorch` from your own
+# notebooks of the earlier modules, fetched into the folders beside this one: finish those first, and
+# run that cell (then the cells below it) again whenever you change one. Your work is graded when you
+# submit this notebook. -->
 # Tasks 04.1 to 04.12 need only 01 and 02; task 04.13 calls 03's functions.
 
 # %%

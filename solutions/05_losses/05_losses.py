@@ -30,9 +30,12 @@
 #
 # **Before you start.** This notebook runs on *your* 01-04: the package imports `Function` from 02 and
 # `Module` from 04, and the notebook's tests use `log_softmax` and `sigmoid` from 03 to cross-check the
-# losses. Finish 01-04 (`tito test 04` at full marks), run `tito export 04`, and restart this
-# notebook's kernel whenever you export again. Grade this module with `tito test 05`, which exports
-# 01-05 together.
+# losses. <!-- tito -->Finish 01-04 (`tito test 04` at full marks), run `tito export 04`, and restart
+# this notebook's kernel whenever you export again. Grade this module with `tito test 05`, which exports
+# 01-05 together.<!-- /tito --><!-- course In the nbgrader course the notebook's first code cell builds `tinytorch` from your own
+# notebooks of the earlier modules, fetched into the folders beside this one: finish those first, and
+# run that cell (then the cells below it) again whenever you change one. Your work is graded when you
+# submit this notebook. -->
 
 # %%
 #| default_exp core.losses

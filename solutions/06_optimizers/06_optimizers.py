@@ -55,10 +55,13 @@
 #   operations, never a Python loop over elements. Parameters are float32 and stay float32: an in-place
 #   operation (`-=`, `*=`, `out=`) writes into the float32 array whatever the dtype of the right-hand side.
 #
-# **Before you start.** This notebook runs on your 01-05, exported: it uses `Tensor` and autograd from 01
-# and 02 directly, and `tt.nn.Linear` (04) in the last demo. Finish those modules (`tito test NN` at full
-# marks), run `tito export 05`, and restart this notebook's kernel after every export. Grade this module
-# with `tito test 06`, which exports 01 to 06 together.
+# **Before you start.** This notebook runs on your 01-05: it uses `Tensor` and autograd from 01 and 02
+# directly, and `tt.nn.Linear` (04) in the last demo. <!-- tito -->Finish those modules (`tito test NN` at
+# full marks), run `tito export 05`, and restart this notebook's kernel after every export. Grade this
+# module with `tito test 06`, which exports 01 to 06 together.<!-- /tito --><!-- course In the nbgrader course the notebook's first code cell builds `tinytorch` from your own
+# notebooks of the earlier modules, fetched into the folders beside this one: finish those first, and
+# run that cell (then the cells below it) again whenever you change one. Your work is graded when you
+# submit this notebook. -->
 
 # %%
 #| default_exp core.optim
@@ -874,8 +877,8 @@ tt.manual_seed(0)
 model = tt.nn.Sequential(tt.nn.Linear(2, 16), tt.nn.Tanh(), tt.nn.Linear(16, 1))
 x = Tensor(rng.uniform(-2, 2, (256, 2)).astype(np.float32))
 y = Tensor(np.sin(x.data[:, :1]) * np.cos(x.data[:, 1:]))          # a smooth surface to fit
-optimizer = tt.optim.AdamW(model.parameters(), lr=0.03, weight_decay=1e-4)
-scheduler = tt.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=20)
+optimizer = AdamW(model.parameters(), lr=0.03, weight_decay=1e-4)         # this notebook's own classes
+scheduler = CosineAnnealingLR(optimizer, T_max=20)
 first_weight = model[0].weight
 losses = []
 for epoch in range(20):

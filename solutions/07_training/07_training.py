@@ -48,9 +48,13 @@
 #
 # **Before you start.** This notebook runs on *your* modules 01 to 06: its exported cell imports
 # `Tensor` and `no_grad` from the package, and the examples use your `nn.Linear`, `nn.ReLU`,
-# `nn.Dropout`, `nn.CrossEntropyLoss`, `nn.MSELoss`, `optim.SGD` and `optim.Adam`. Finish 06
+# `nn.Dropout`, `nn.CrossEntropyLoss`, `nn.MSELoss`, `optim.SGD` and `optim.Adam`. <!-- tito -->Finish 06
 # (`tito test 06` at full marks), run `tito export 06`, and restart this notebook's kernel whenever you
-# export again. Grade this module with `tito test 07`, which exports 01 to 07 together.
+# export again. Grade this module with `tito test 07`, which exports 01 to 07 together.<!-- /tito -->
+# <!-- course In the nbgrader course the notebook's first code cell builds `tinytorch` from your own
+# notebooks of the earlier modules, fetched into the folders beside this one: finish those first, and
+# run that cell (then the cells below it) again whenever you change one. Your work is graded when you
+# submit this notebook. -->
 
 # %%
 #| default_exp core.training
@@ -664,7 +668,7 @@ print("resumed run identical to the uninterrupted one")
 #
 # PyTorch, with the same set-up, reaches 94.35% test accuracy; yours should reach about 94%.
 
-# %%
+# %% tags=["learner-only"]
 from tito.datasets import load
 
 data = load("mnist")
@@ -685,7 +689,7 @@ history = fit(model, nn.CrossEntropyLoss(), optimizer, (x_train, y_train), (x_te
 print(f"test accuracy {100 * history['test_accuracy'][-1]:.2f}%, "
       f"{np.mean(history['seconds']):.1f} s per epoch")
 
-# %%
+# %% tags=["learner-only"]
 plot_history(history, "MNIST MLP:")
 
 # %% [markdown]

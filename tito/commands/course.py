@@ -10,6 +10,8 @@ Running it again rewrites the source notebooks and nothing else: grades and subm
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -18,12 +20,34 @@ from typing import Any
 import nbformat
 
 from tito import console, sandbox
+from tito import nbgrader_judge as judge
 from tito.errors import TitoError
 from tito.project import Stage, find_root, stages
 from tito.source import BEGIN_SOLUTION, notebook_text, read_source
 from tito.suite import load_checks
 
-KERNEL_NAME = "tinytorch-judged"
+KERNEL_NAME = "tinytorch-sandboxed"
+# what a graded cell says when it runs in autograde: the judge replaces its outputs, so only an autograde
+# without the judge (a wrong nbgrader_config.py) ever shows it, and scores the cell 0
+JUDGE_ONLY = "only the course's judge scores this cell (tito.nbgrader_judge.JudgeScores in nbgrader_config.py)"
+# the first code cell of a course notebook after 01: the student's own earlier modules as `tinytorch`
+MY_MODULES = """# Your tinytorch so far: the modules before this one, exported from your own notebooks in the folders
+# beside this one (where nbgrader fetches them). Run this cell first, and again after you change one.
+from tito.fetched import use_my_modules
+
+use_my_modules()"""
+STUDENT_CONFIG = '''"""A student's nbgrader configuration for the TinyTorch course: copy it to
+~/.jupyter/nbgrader_config.py.
+
+JupyterLab's Assignment List then fetches, submits and fetches feedback from the course's exchange, and
+`nbgrader fetch_assignment 01_tensor` (and submit, fetch_feedback) works without flags. Fetch every
+module into the same folder: a notebook after 01 imports your own earlier modules from the folders beside it.
+"""
+
+c = get_config()  # noqa: F821
+c.CourseDirectory.course_id = "tinytorch"
+c.Exchange.root = {exchange!r}
+'''
 CONFIG = '''"""nbgrader configuration of this TinyTorch course, written by `tito course init`."""
 
 import os
@@ -37,27 +61,40 @@ c.Exchange.root = os.path.join(here, "exchange")  # students fetch and submit wi
 
 # Stubs in the released notebooks (nbgrader replaces each solution region with this).
 c.ClearSolutions.code_stub = {{"python": "### BEGIN YOUR SOLUTION\\n"
-                                        "raise NotImplementedError(\\"not implemented yet\\")\\n"
+                                        "raise NotImplementedError(\\"not implemented yet: the task named above\\")\\n"
                                         "### END YOUR SOLUTION"}}
 
-# Autograde runs every notebook in a kernel sandboxed by tito: {protection}
-# The graded cells ask a judge outside that sandbox for their scores.
+# Autograde runs every notebook in a kernel sandboxed by tito ({protection}); its channels to nbgrader
+# are Unix sockets bound into the sandbox (ZMQ's ipc transport), so it needs no network.
 c.Execute.kernel_name = "{kernel}"
-c.Execute.timeout = 600
+c.Execute.timeout = 300
 c.Execute.interrupt_on_timeout = True
+c.KernelManager.transport = "ipc"
 
-# Feedback shows each graded cell's result and messages, not its hidden part.
-from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402
-
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
-
-# A cell a student duplicated must not fail the whole submission.
-from nbgrader.preprocessors import CheckCellMetadata, ClearOutput, OverwriteCells, OverwriteKernelspec  # noqa: E402
+# The scores are the judge's: after Execute, in this (trusted) process, JudgeScores grades the notebook
+# with tito's engine and writes every graded cell's result; nothing the kernel printed there counts.
+# SkipLearnerCells leaves out the cells that only train or draw for the learner; a kernel that dies ends
+# the notebook's execution, not its grading (ExecuteForFeedback).
+from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput,  # noqa: E402
+                                    IgnorePattern, LimitOutput, OverwriteCells, OverwriteKernelspec,
+                                    SaveAutoGrades)
 from tito.nbgrader_fixes import DropDuplicateIds  # noqa: E402
+from tito.nbgrader_judge import ExecuteForFeedback, JudgeScores, SkipLearnerCells  # noqa: E402
 
+c.JudgeScores.course_root = here
+c.Autograde.autograde_preprocessors = [SkipLearnerCells, ExecuteForFeedback, JudgeScores, IgnorePattern,
+                                       ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+                                       AssignLatePenalties, CheckCellMetadata]
+# A cell a student duplicated must not fail the whole submission.
 c.Autograde.sanitize_preprocessors = [ClearOutput, DropDuplicateIds, OverwriteKernelspec, OverwriteCells,
                                       CheckCellMetadata]
+
+# Feedback shows each graded cell's result and messages.
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
+from nbgrader.preprocessors import GetGrades  # noqa: E402
+
+c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor]
 '''
 
 
@@ -65,6 +102,29 @@ def _nbgrader(cell: Any, **flags: Any) -> None:
     meta = {"grade": False, "solution": False, "locked": False, "schema_version": 3}
     meta.update(flags)
     cell.metadata["nbgrader"] = meta
+
+
+# The narrative's words for the tito workflow (`tito export`, `tito test`) and their course counterparts:
+# `<!-- tito -->...<!-- /tito -->` is dropped from the course's notebooks and `<!-- course ... -->` shown
+# there; in tito's own notebooks both markers are HTML comments, which Jupyter does not render.
+TITO_ONLY = re.compile(r"<!-- tito -->.*?<!-- /tito -->", re.S)
+COURSE_ONLY = re.compile(r"<!-- course\s(.*?)\s*-->", re.S)
+
+
+def course_narrative(markdown: str) -> str:
+    return COURSE_ONLY.sub(lambda match: match[1], TITO_ONLY.sub("", markdown))
+
+
+def _named_stubs(code: str) -> str:
+    """Above each solution region, a line naming its task: nbgrader's stub replaces the region's lines,
+    the task's number and name with them."""
+    lines = []
+    for line in code.splitlines():
+        if match := BEGIN_SOLUTION.match(line):
+            indent = line[: len(line) - len(line.lstrip())]
+            lines.append(f"{indent}# Task {match['task']} ({match['name']}): replace the stub below with your code")
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def source_notebook(stage: Stage) -> nbformat.NotebookNode:
@@ -82,14 +142,21 @@ def source_notebook(stage: Stage) -> nbformat.NotebookNode:
             if name not in names.setdefault(task, []):
                 names[task].append(name)
     cells = []
+    first_code = next(i for i, cell in enumerate(source.cells, start=1) if cell.cell_type == "code")
     for index, cell in enumerate(source.cells, start=1):
-        grade_id = f"{stage.number}-cell-{index:03d}"
+        if index == first_code and stage.number != "01":
+            mine = nbformat.v4.new_code_cell(MY_MODULES)
+            _nbgrader(mine, locked=True, grade_id=f"{stage.number}-my-modules")
+            cells.append(mine)
+        grade_id = judge.grade_id(stage, index)
         if cell.cell_type == "markdown":
-            new = nbformat.v4.new_markdown_cell(cell.source)
+            new = nbformat.v4.new_markdown_cell(course_narrative(cell.source))
             _nbgrader(new, locked=True, grade_id=grade_id)
             cells.append(new)
             continue
-        new = nbformat.v4.new_code_cell(cell.source)
+        new = nbformat.v4.new_code_cell(_named_stubs(cell.source))
+        if judge.LEARNER_ONLY in cell.metadata.get("tags", []):
+            new.metadata["tags"] = [judge.LEARNER_ONLY]
         regions = regions_of[index - 1]
         _nbgrader(new, solution=bool(regions), locked=not regions, grade_id=grade_id)
         cells.append(new)
@@ -98,11 +165,11 @@ def source_notebook(stage: Stage) -> nbformat.NotebookNode:
                 raise TitoError(f"task {task} of {stage.name} has no check in {stage.relative(stage.suite)}")
             worth = points.pop(task)
             graded = nbformat.v4.new_code_cell(
-                f"# Graded: task {task} ({', '.join(names[task])}), {worth:g} points, by the hidden suite.\n"
-                "### BEGIN HIDDEN TESTS\n"
-                "from tito.nbgrader_judge import score\n"
-                f"score({stage.name!r}, {task!r})\n"
-                "### END HIDDEN TESTS")
+                f"# Graded: task {task} ({', '.join(names[task])}), {worth:g} points. During autograde the course's\n"
+                "# judge writes this cell's result; run here, the cell does nothing.\n"
+                "import os\n\n"
+                "if os.environ.get(\"NBGRADER_EXECUTION\") == \"autograde\":\n"
+                f"    raise RuntimeError({JUDGE_ONLY!r})\n")
             _nbgrader(graded, grade=True, locked=True, grade_id=f"task-{task.replace('.', '_')}", points=worth)
             cells.append(graded)
     if points:
@@ -118,15 +185,28 @@ def source_notebook(stage: Stage) -> nbformat.NotebookNode:
 
 
 def install_kernel() -> None:
-    """The kernelspec autograde uses: a judge beside a sandboxed ipykernel (tito.judged_kernel)."""
+    """The kernelspec autograde uses: an ipykernel in a bubblewrap sandbox (tito.sandboxed_kernel)."""
     from jupyter_client.kernelspec import KernelSpecManager
 
-    spec = {"argv": [sys.executable, "-m", "tito.judged_kernel", "-f", "{connection_file}"],
-            "display_name": "TinyTorch autograde (judged, sandboxed)", "language": "python",
+    spec = {"argv": [sys.executable, "-m", "tito.sandboxed_kernel", "-f", "{connection_file}"],
+            "display_name": "TinyTorch autograde (sandboxed)", "language": "python",
             "interrupt_mode": "message"}
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "kernel.json").write_text(json.dumps(spec, indent=1), encoding="utf-8")
-        KernelSpecManager().install_kernel_spec(folder, KERNEL_NAME, prefix=sys.prefix, replace=True)
+        KernelSpecManager().install_kernel_spec(folder, KERNEL_NAME, prefix=sys.prefix)
+
+
+# Who may see what on a shared server: the course folder can be crossed but not listed, so students reach
+# the exchange (world-writable, sticky: nobody removes another's files) and nothing else; the instructor's
+# folders, the gradebook and the course key are the instructor's alone.
+PRIVATE_FOLDERS = ("source", "release", "submitted", "autograded", "feedback")
+PRIVATE_FILES = ("gradebook.db", ".tito-course-key", "nbgrader_config.py")
+MODES = {".": 0o711, "exchange": 0o1777, **dict.fromkeys(PRIVATE_FOLDERS, 0o700), **dict.fromkeys(PRIVATE_FILES, 0o600)}
+
+
+def student_config(course: Path) -> str:
+    """What a student puts in ~/.jupyter/nbgrader_config.py to fetch and submit from JupyterLab."""
+    return STUDENT_CONFIG.format(exchange=str(course / "exchange"))
 
 
 def write_course(root: Path, course: Path) -> list[str]:
@@ -139,7 +219,15 @@ def write_course(root: Path, course: Path) -> list[str]:
         config.write_text(CONFIG.format(kernel=KERNEL_NAME, protection=protection),
                           encoding="utf-8")
         written.append(str(config))
-    (course / "exchange").mkdir(exist_ok=True)
+    elif "JudgeScores" not in config.read_text(encoding="utf-8", errors="replace"):
+        console.warn(f"{config} predates the judge in autograde (JudgeScores) and kept the old kernel: move it away "
+                     "and run `tito course init` again to get the current one")
+    for name in ("exchange", *PRIVATE_FOLDERS):
+        (course / name).mkdir(exist_ok=True)
+    students = course / "student_nbgrader_config.py"
+    if not students.exists() or students.read_text(encoding="utf-8") != student_config(course):
+        students.write_text(student_config(course), encoding="utf-8")
+        written.append(str(students))
     install_kernel()
     for stage in stages(root):
         path = course / "source" / stage.name / f"{stage.name}.ipynb"
@@ -149,6 +237,14 @@ def write_course(root: Path, course: Path) -> list[str]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         written.append(str(path))
+    gradebook = course / "gradebook.db"
+    if not gradebook.exists():  # made here, so it is private from the start (SQLite takes an empty file)
+        os.close(os.open(gradebook, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    for name, mode in MODES.items():
+        path = course / name
+        if path.exists():
+            path.chmod(mode)
+    (course / "student_nbgrader_config.py").chmod(0o644)
     return written
 
 

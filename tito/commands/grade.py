@@ -26,7 +26,16 @@ def grade(where: Path, *, stages: list[str] | None = None, isolated: bool = Fals
     root = find_root()
     where = where.resolve()
     out = out.resolve() if out else where.parent / f"{where.name}-grades"
-    chosen = [find_stage(root, name) for name in stages] if stages else all_stages(root)
+    course = _course_of(where)
+    if stages:
+        chosen = [find_stage(root, name) for name in stages]
+    elif course is not None:  # what nbgrader grades: the released assignments
+        chosen = [stage for stage in all_stages(root) if (course / "release" / stage.name).is_dir()]
+        if not chosen:
+            raise TitoError(f"no assignment of {course} is released yet: run `nbgrader release_assignment 01_tensor` "
+                            "there first, or name the stages with --stage")
+    else:
+        chosen = all_stages(root)
     if unsafe_no_sandbox:
         isolation = "none"
     elif sandbox.bwrap_available():
@@ -55,8 +64,10 @@ def grade(where: Path, *, stages: list[str] | None = None, isolated: bool = Fals
         plans = {stage.number: engine.make_plan(stage, seed=engine.stage_seed(key, stage), jobs=scratch,
                                                 examples=examples) for stage in chosen}
         console.info(f"seeds: {', '.join(f'{n} {p.seed}' for n, p in plans.items())} (course key from {key_source})")
-        modes = grading.MODES if isolated else ("cumulative",)
-        work = [(plans[s.number], name, mode) for name in found for s in chosen for mode in modes]
+        # an nbgrader course is graded as its judge grades: each module on its own
+        modes = ("isolated",) if course is not None else grading.MODES if isolated else ("cumulative",)
+        work = [(plans[s.number], name, mode) for name in found for s in chosen for mode in modes
+                if course is None or s.name in found[name].notebooks]  # a course: what was submitted
         slots: queue.Queue = queue.Queue()
         for slot in range(jobs):
             slots.put(slot)
@@ -65,12 +76,15 @@ def grade(where: Path, *, stages: list[str] | None = None, isolated: bool = Fals
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     grading.write_reports(out, grades, plans, isolation, key_source)
-    gradebook = where.parent / "gradebook.db" if where.name == "submitted" else where / "gradebook.db"
-    if gradebook.exists():
+    if course is not None and (course / "gradebook.db").exists():
         names = {stage.number: stage.name for stage in all_stages(root)}
-        written, skipped = grading.write_gradebook(gradebook, grades, "isolated" if isolated else "cumulative", names)
-        console.info(f"wrote {written} task scores into {gradebook} as manual scores (nbgrader export "
-                     f"reports them){f'; {skipped} had no autograded notebook to attach to' if skipped else ''}")
+        differences, agree = grading.compare_gradebook(course / "gradebook.db", grades, names)
+        if differences:
+            console.warn(f"nbgrader's gradebook differs from the judge for {len(differences)} submissions (it was "
+                         "left as it is; autograde them again to take the judge's scores):")
+            for line in differences:
+                console.info(f"  {line}")
+        console.info(f"nbgrader's gradebook agrees with the judge for {agree} submissions")
     console.info(f"wrote {out / 'grades.csv'}, {out / 'summary.md'}, {out / 'results.json'} and "
                  f"{len(found)} files in {out / 'feedback'}")
     _print_summary(grades)
@@ -81,6 +95,15 @@ def grade(where: Path, *, stages: list[str] | None = None, isolated: bool = Fals
                         f"{submissions.printable(faults[0].student)}, "
                         f"stage {faults[0].stage}: {faults[0].fault}", code=1)
     return 0
+
+
+def _course_of(where: Path) -> Path | None:
+    """The nbgrader course folder when `where` is one (or its submitted/ folder), else None."""
+    for candidate in (where, where.parent if where.name == "submitted" else None):
+        if candidate is not None and (candidate / "submitted").is_dir() and \
+                (candidate / "nbgrader_config.py").is_file():
+            return candidate
+    return None
 
 
 def _grade_all(grader: grading.Grader, work: list, found: dict, jobs: int) -> list[grading.Grade]:
