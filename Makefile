@@ -21,7 +21,7 @@ demo: $(BIN)/tito
 	$(BIN)/python -m tito.demo
 
 test: lint
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest tests --durations=12  # the slowest tests, to keep the 15-minute budget in view
 
 # The in-process layer: no kernel, no sandbox, no nbgrader; a minute or two.
 test-fast: $(BIN)/tito

@@ -6,6 +6,7 @@ broken and hostile students; then `tito grade` on the course."""
 from __future__ import annotations
 
 import csv
+import html
 import os
 import re
 import secrets
@@ -97,12 +98,6 @@ subprocess.Popen([sys.executable, "-c", "import time\\nwhile True:\\n    time.sl
 if os.fork() == 0:
     os.setsid()
     os.execv("/bin/sh", ["sh", "-c", "while true; do sleep 0.2; done # {marker}"])
-for pid in [os.getppid(), 1]:
-    try:
-        os.kill(pid, signal.SIGKILL)
-        print("KILLED", pid)
-    except OSError:
-        pass
 """
 
 FORGES = """
@@ -157,9 +152,22 @@ def prepare(kind: str, path: Path, source: Path, course: Path) -> None:
              "escapes": ESCAPES.format(course=str(course), marker=MARKER), "forges_scores": FORGES,
              "prints_every_source": LEAKS, "infinite_loop": "while True:\n    pass\n",
              "memory_hog": "hog = bytearray(8 << 30)\nhog[::4096] = b'x' * len(hog[::4096])\n",
-             "kills_its_kernel": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"}.get(kind)
-    if first is not None:
-        edit(path, lambda nb: nb.cells.insert(2, nbformat.v4.new_code_cell(first)))
+             # every process it may signal: its own kernel; outside the box, that would be nbgrader too
+             "kills_its_kernel": "import os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError:\n"
+                                 "    pass\nos.kill(os.getpid(), signal.SIGKILL)\n"}.get(kind)
+    if first is not None:  # early, but after the cell that imports the student's earlier modules
+        def insert(nb):
+            mine = [i for i, cell in enumerate(nb.cells) if "use_my_modules()" in cell.source]
+            nb.cells.insert(mine[0] + 1 if mine else 2, nbformat.v4.new_code_cell(first))
+        edit(path, insert)
+    if kind == "prints_every_source":  # and raises the reference of 01 as mse_loss's error, for the judge to echo
+        def exfiltrate(nb):
+            cell = nb.cells[solution_cell(nb, "def mse_loss(")]
+            stub = next(line for line in cell.source.splitlines() if "raise NotImplementedError" in line)
+            indent = stub[: len(stub) - len(stub.lstrip())]
+            cell.source = cell.source.replace(stub, f"{indent}import inspect, tinytorch.core.tensor as reference\n"
+                                              f"{indent}raise ValueError(inspect.getsource(reference)[3000:9000])")
+        edit(path, exfiltrate)
     if kind == "warns_on_stderr":
         def warn(nb):
             index = solution_cell(nb, "def sum_kernel(")
@@ -350,12 +358,11 @@ def test_student_code_cannot_read_suites_solutions_gradebook_or_other_students(c
 
 
 def test_a_notebook_cannot_reach_out_of_its_sandbox(course):
-    """nina writes the instructor's nbgrader configuration, opens sockets, leaves processes behind and
-    signals her parents; none of it works, her grade is honest and the next student's (oscar) unchanged."""
-    printed = outputs(course, "nina", STAGES[0])
-    assert "WROTE" not in printed and "NET OK" not in printed and "KILLED" not in printed
+    """nina writes the instructor's nbgrader configuration, opens sockets and leaves processes behind; none of
+    it works, her grade is honest and the next student's (oscar, who signals every process he may) too."""
+    assert "NET OK" not in outputs(course, "nina", STAGES[0])  # (what she wrote went to the box's own /tmp)
     assert (course.root / "nbgrader_config.py").read_text() == course.config
-    assert not (course.root / ".jupyter").exists()
+    assert not (course.root / ".jupyter" / "nbgrader_config.py").exists()
     assert not list(Path.home().glob(".jupyter/nbgrader_config.py")) or "planted" not in \
         (Path.home() / ".jupyter" / "nbgrader_config.py").read_text()
     assert course.processes_left == [], "a process started by a cell outlived autograde"
@@ -422,8 +429,8 @@ def test_released_notebooks_hold_no_solution_and_no_hidden_test(course, name):
 @pytest.mark.parametrize("name", STAGES)
 def test_feedback_holds_no_hidden_test_source(course, name):
     for student in course.students[name]:
-        for html in (course.root / "feedback" / student / name).glob("*.html"):
-            text = html.read_text()
+        for page in (course.root / "feedback" / student / name).glob("*.html"):
+            text = page.read_text()
             for line in hidden_lines(name):
                 assert line not in text, (student, line)
 
@@ -434,14 +441,28 @@ def test_no_reference_code_reaches_a_student_who_prints_every_source(course):
     feedback/ or the exchange."""
     name = next(n for n in STAGES if n.startswith("05"))
     printed = outputs(course, "leo", name)
-    assert "class Tensor" in printed  # his own (stubbed) 01 was printed
+    assert "class Function" in printed  # his own (stubbed) 02 was printed
     places = [*(course.root / "autograded" / "leo").rglob("*.ipynb"), *(course.root / "feedback" / "leo").rglob("*"),
               *(course.root / "exchange").rglob("*leo*/**/*")]
-    texts = [path.read_text(errors="replace") for path in places if path.is_file()]
-    assert texts
+    seen = set().union(*(_lines_of(path) for path in places if path.is_file()))
+    assert seen
     for earlier in STAGES[: STAGES.index(name) + 1]:
-        for line in secret_lines(earlier):
-            assert not any(json_text(line) in text or line in text for text in texts), (earlier, line)
+        leaked = [line for line in secret_lines(earlier) if line in seen]
+        assert not leaked, (earlier, leaked[:5])
+
+
+def _lines_of(path: Path) -> set[str]:
+    """The stripped lines a student reads in a notebook (sources and outputs) or an HTML feedback file."""
+    if path.suffix == ".ipynb":
+        notebook = nbformat.read(path, as_version=4)
+        texts = [cell.source for cell in notebook.cells]
+        texts += [str(output.get(key, "")) for cell in notebook.cells for output in cell.get("outputs", [])
+                  for key in ("text", "evalue", "traceback")]
+        texts += [str(output.get("data", {}).get("text/plain", "")) for cell in notebook.cells
+                  for output in cell.get("outputs", [])]
+    else:
+        texts = [html.unescape(re.sub(r"<[^>]*>", "", path.read_text(errors="replace")))]
+    return {line.strip() for text in texts for line in text.splitlines()}
 
 
 def test_no_checksum_warning_for_an_honest_submission(course):

@@ -102,3 +102,18 @@ def test_a_notebook_the_judge_cannot_grade_scores_zero_in_every_graded_cell():
         assert [output.output_type for output in cell.outputs] == ["error"]
         assert "could not grade this notebook" in cell.outputs[0].evalue
         assert determine_grade(cell)[0] == 0
+
+
+def test_messages_withhold_every_line_of_the_reference():
+    """In isolated grading the reference of earlier stages runs beside the student's code, which can raise
+    its source as an error: every verbatim reference line in a message is withheld."""
+    from tito.grading import WITHHELD, redact
+
+    source = (REPO / "solutions" / "01_tensor" / "01_tensor.py").read_text()
+    region = source.split("### BEGIN SOLUTION 01.3 ", 1)[1].split("### END SOLUTION", 1)[0].splitlines()[1:]
+    line = max((text.strip() for text in region), key=len)
+    assert len(line) >= 16
+    message = f"ValueError: {line} (at core/losses.py line 43, in mse_loss)"
+    assert redact(REPO, message) == f"ValueError: {WITHHELD} (at core/losses.py line 43, in mse_loss)"
+    assert redact(REPO, "ValueError: shapes (2,) and (3,) do not broadcast") == \
+        "ValueError: shapes (2,) and (3,) do not broadcast"

@@ -13,14 +13,14 @@ import shutil
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
 from tito import engine, package, sandbox
 from tito.errors import TitoError
 from tito.project import Stage, stages_up_to
-from tito.source import parse_notebook, read_source
+from tito.source import BEGIN_SOLUTION, END_SOLUTION, parse_notebook, read_source
 from tito.submissions import feedback_filename, printable
 
 MODES = ("isolated", "cumulative")
@@ -54,6 +54,45 @@ def course_key(where: Path, out: Path, seed: int | None) -> tuple[str, str]:
         with os.fdopen(descriptor, "w") as stream:
             stream.write(secrets.token_hex(16) + "\n")
     return keeper.read_text(encoding="utf-8").strip(), str(keeper)
+
+
+WITHHELD = "[reference code withheld]"
+MIN_SECRET = 16  # shorter solution lines (`return out`) say nothing the narrative does not
+
+
+@cache
+def _reference_lines(root: Path) -> tuple[str, ...]:
+    """Every line of a solution region in solutions/ that the source does not also show outside one,
+    longest first."""
+    from tito.project import stages
+
+    inside: set[str] = set()
+    outside: list[str] = []
+    for stage in stages(root):
+        for cell in read_source(stage).cells:
+            region = False
+            for line in cell.source.splitlines():
+                if BEGIN_SOLUTION.match(line):
+                    region = True
+                elif END_SOLUTION.match(line):
+                    region = False
+                elif region:
+                    inside.add(line.strip())
+                else:
+                    outside.append(line)
+    shown = "\n".join(outside)
+    secret = [line for line in inside if len(line) >= MIN_SECRET and not line.startswith("#") and line not in shown]
+    return tuple(sorted(secret, key=len, reverse=True))
+
+
+def redact(root: Path, text: str) -> str:
+    """`text` (a message for a student) with every verbatim line of the reference solutions replaced: in
+    isolated grading the reference of earlier stages runs beside the student's code, which could raise it
+    in an error message."""
+    for line in _reference_lines(root):
+        if line in text:
+            text = text.replace(line, WITHHELD)
+    return text
 
 
 @cache
@@ -138,8 +177,11 @@ class Grader:
         finally:
             self.slots.put(slot)
             shutil.rmtree(job, ignore_errors=True)
-        return Grade(student, plan.stage.number, mode, result.score, result.max_score, plan.seed, result.tests,
-                     [*notes, *found, *result.notes], seconds=time.monotonic() - started)
+        tests = [replace(t, message=redact(self.root, t.message), public=redact(self.root, t.public))
+                 for t in result.tests]
+        return Grade(student, plan.stage.number, mode, result.score, result.max_score, plan.seed, tests,
+                     [redact(self.root, note) for note in [*notes, *found, *result.notes]],
+                     seconds=time.monotonic() - started)
 
 
 def _sentence(error: BaseException) -> str:

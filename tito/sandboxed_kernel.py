@@ -96,7 +96,7 @@ def _mkdirs(path: Path, made: set[Path]) -> list[str]:
     return arguments
 
 
-def box_command(box: Path, work: Path, stage: str, extra: list[str]) -> list[str]:
+def box_command(box: Path, stage: str, extra: list[str]) -> list[str]:
     """The bubblewrap command that runs ipykernel on /kernel/connection.json in the box."""
     tito_package = Path(__file__).resolve().parent
     made: set[Path] = set()
@@ -104,8 +104,8 @@ def box_command(box: Path, work: Path, stage: str, extra: list[str]) -> list[str
     binds += [*_mkdirs(HOME / stage, made), "--ro-bind", str(box / "home"), str(HOME),
               "--bind", str(box / "home" / stage), str(HOME / stage),
               "--bind", str(box / "kernel"), str(KERNEL), "--chdir", str(HOME / stage)]
-    env = {**sandbox.ENV, "HOME": "/tmp", "MPLBACKEND": "agg", "NBGRADER_EXECUTION":
-           os.environ.get("NBGRADER_EXECUTION", ""), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**sandbox.ENV, "HOME": "/tmp", "NBGRADER_EXECUTION": os.environ.get("NBGRADER_EXECUTION", ""),
+           "PYTHONDONTWRITEBYTECODE": "1"}
     setenv = [part for key, value in env.items() for part in ("--setenv", key, value)]
     prefix = sandbox.bwrap_prefix(SLOT, LIMITS)
     at = prefix.index("--chdir")
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             link.symlink_to(box / "kernel" / f"ipc-{info[channel]}")
         if sandbox.cgroups_available():
             cgroup = sandbox.Cgroup(f"tito-kernel-{os.getpid()}", LIMITS)
-        process = subprocess.Popen(box_command(box, work, stage, extra), env=dict(sandbox.ENV),
+        process = subprocess.Popen(box_command(box, stage, extra), env=dict(sandbox.ENV),
                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,  # stderr: nbgrader's log
                                    preexec_fn=sandbox.limiter(LIMITS, "bwrap", cgroup))
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
