@@ -35,8 +35,6 @@ from tito.source import read_source
 
 GRADE_ID = re.compile(r"^task-(\d\d)_(\d+)$")  # the graded cell of task NN.k
 MESSAGE_CHARACTERS = 300  # at most this much of one message reaches a student's feedback
-
-
 LEARNER_ONLY = "learner-only"  # the tag of a solutions cell that only trains or draws for the learner
 
 
@@ -186,6 +184,6 @@ def _scratch() -> Path:
     """The judge's folder for the run: the drawn cases and each submission's package, readable by the
     sandbox's user; removed when nbgrader exits."""
     folder = Path(tempfile.mkdtemp(prefix="tito-judge-"))
-    folder.chmod(0o755)
+    folder.chmod(0o711)  # crossable by the box's user, not listable: its job folders have unguessable names
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     return folder

@@ -1,10 +1,12 @@
 """`tito course init DIR`: an nbgrader course generated from solutions/.
 
-Writes DIR/nbgrader_config.py (only when missing) and DIR/source/NN_name/NN_name.ipynb for every stage:
-prose and given code locked, solution regions as autograded answers, and after each task a graded cell
-worth that task's points in the hidden suite. Its hidden part only asks the judge (tito.nbgrader_judge)
-for the task's score: the checks themselves never enter the notebook, the gradebook or the kernel.
-Running it again rewrites the source notebooks and nothing else: grades and submissions stay.
+Writes DIR/nbgrader_config.py (only when missing), DIR/student_nbgrader_config.py, and
+DIR/source/NN_name/NN_name.ipynb for every stage: prose and given code locked, solution regions as
+autograded answers (each named in the line above it), a first cell that imports the student's own
+earlier modules (tito.fetched), and after each task a graded cell worth that task's points in the hidden
+suite. A graded cell holds no test: during autograde the judge (tito.nbgrader_judge.JudgeScores, in the
+nbgrader process) writes its result. Running it again rewrites the source notebooks and the modes of the
+course's folders and nothing else: grades and submissions stay.
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ def grade(where: Path, *, stages: list[str] | None = None, isolated: bool = Fals
     if isolation == "none":
         console.warn("student code is not isolated from the files of this machine (--unsafe-no-sandbox)")
     scratch = Path(tempfile.mkdtemp(prefix="tito-grade-"))
-    scratch.chmod(0o755)
+    scratch.chmod(0o711)  # crossable by the box's user, not listable: its job folders have unguessable names
     try:
         plans = {stage.number: engine.make_plan(stage, seed=engine.stage_seed(key, stage), jobs=scratch,
                                                 examples=examples) for stage in chosen}
