@@ -11,7 +11,7 @@ import pytest
 
 from tito import mutants
 from tito.project import stage as find_stage
-from tito.source import directives, read_source
+from tito.source import directives, read_source, solution_regions
 
 from conftest import stage_numbers, tito
 
@@ -41,7 +41,7 @@ def _assert_one_point_inside(mutation: mutants.Mutation, source: str) -> None:
     assert len(hunks) == 1, mutation
     (first, last), = hunks
     assert any(low <= first and last <= high and task == mutation.task
-               for low, high, task in mutants.solution_regions(source)), mutation
+               for low, high, task in solution_regions(source)), mutation
 
 
 def test_mutations_of_a_cell_stay_inside_its_solution_region():

@@ -14,16 +14,15 @@ student's submitted notebooks, never anyone else's code and never the reference.
 
 from __future__ import annotations
 
-import re
 import sys
 import tempfile
 from pathlib import Path
 
 from tito import package
 from tito.errors import TitoError
+from tito.project import STAGE_DIR
 from tito.source import parse_notebook
 
-STAGE_FOLDER = re.compile(r"^\d\d_[a-z0-9_]+$")
 MAX_NOTEBOOK_BYTES = 16 << 20
 
 
@@ -31,12 +30,12 @@ def use_my_modules(here: Path | str | None = None, *, quiet: bool = False) -> li
     """Make `import tinytorch` give the modules before this folder's, from the notebooks beside it;
     returns the notebooks used. Run it again after you change an earlier notebook."""
     folder = Path(here or Path.cwd()).resolve()
-    if not STAGE_FOLDER.match(folder.name):
+    if not STAGE_DIR.match(folder.name):
         raise TitoError(f"{folder} is not an assignment folder like 05_losses: open the notebook from the folder "
                         "nbgrader fetched it into")
     files: dict[str, str] = {}
     used, notes = [], []
-    for earlier in sorted(p for p in folder.parent.iterdir() if STAGE_FOLDER.match(p.name) and p.name < folder.name):
+    for earlier in sorted(p for p in folder.parent.iterdir() if STAGE_DIR.match(p.name) and p.name < folder.name):
         notebook = earlier / f"{earlier.name}.ipynb"
         shown = f"{earlier.name}/{notebook.name}"
         if not notebook.is_file() or notebook.stat().st_size > MAX_NOTEBOOK_BYTES:

@@ -20,7 +20,7 @@ from pathlib import Path
 from tito import engine, package, sandbox
 from tito.errors import TitoError
 from tito.project import Stage, stages_up_to
-from tito.source import BEGIN_SOLUTION, END_SOLUTION, parse_notebook, read_source
+from tito.source import parse_notebook, read_source, solution_regions
 from tito.submissions import feedback_filename, printable
 
 MODES = ("isolated", "cumulative")
@@ -39,6 +39,13 @@ class Grade:
     notes: list[str] = field(default_factory=list)
     fault: str = ""  # a fault of the grader, not of the submission: this grade is not to be trusted
     seconds: float = 0.0
+
+    def task_scores(self) -> dict[str, float]:
+        """Each task's points, in the order of the checks."""
+        scores: dict[str, float] = {}
+        for test in self.tests:
+            scores[test.task] = scores.get(test.task, 0.0) + test.points
+        return scores
 
 
 def course_key(where: Path, out: Path, seed: int | None) -> tuple[str, str]:
@@ -70,19 +77,14 @@ def _reference_lines(root: Path) -> tuple[str, ...]:
     outside: list[str] = []
     for stage in stages(root):
         for cell in read_source(stage).cells:
-            region = False
-            for line in cell.source.splitlines():
-                if BEGIN_SOLUTION.match(line):
-                    region = True
-                elif END_SOLUTION.match(line):
-                    region = False
-                elif region:
-                    inside.add(line.strip())
-                else:
-                    outside.append(line)
+            lines = cell.source.splitlines()
+            regions = solution_regions(cell.source)
+            within = {number for first, last, _ in regions for number in range(first - 1, last + 2)}
+            inside.update(lines[number - 1].strip() for first, last, _ in regions for number in range(first, last + 1))
+            outside += [line for number, line in enumerate(lines, start=1) if number not in within]
     shown = "\n".join(outside)
     secret = [line for line in inside if len(line) >= MIN_SECRET and not line.startswith("#") and line not in shown]
-    return tuple(sorted(secret, key=len, reverse=True))
+    return tuple(sorted(secret, key=lambda line: (-len(line), line)))
 
 
 def redact(root: Path, text: str) -> str:
@@ -266,8 +268,7 @@ def compare_gradebook(path: Path, grades: list[Grade], names: dict[str, str]) ->
                 continue
             cells = {cell.name: cell for cell in notebook.grades}
             differ = []
-            for task in dict.fromkeys(t.task for t in grade.tests):
-                judged = sum(t.points for t in grade.tests if t.task == task)
+            for task, judged in grade.task_scores().items():
                 cell = cells.get(f"task-{task.replace('.', '_')}")
                 if cell is None:
                     differ.append(f"task {task}: no graded cell in nbgrader")

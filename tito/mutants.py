@@ -26,7 +26,7 @@ from tito import engine, sandbox
 from tito.errors import TitoError
 from tito.package import stage_module, write_package
 from tito.project import Stage, stages_up_to
-from tito.source import BEGIN_SOLUTION, END_SOLUTION, Node, directives, read_source
+from tito.source import Node, directives, read_source, solution_regions
 
 SEED_KEY = "mutants"  # the course key of the cases every mutant is graded on
 WALL_SECONDS = 120.0  # per mutant: a mutant that loops forever is stopped (and counts as killed)
@@ -254,19 +254,6 @@ def _edits(tree: ast.AST, cell: _Cell) -> Iterator[Edit]:
             yield from _subscript(node, cell)
         if isinstance(node, ast.stmt) and _deletable(node):
             yield Edit(*cell.span(node), "pass", "statement deleted")
-
-
-def solution_regions(source: str) -> list[tuple[int, int, str]]:
-    """(first line, last line, task) of the lines strictly inside each solution region of a cell."""
-    regions, begin = [], None
-    for number, line in enumerate(source.splitlines(), start=1):
-        if match := BEGIN_SOLUTION.match(line):
-            begin = (number, match["task"])
-        elif begin and END_SOLUTION.match(line):
-            if number - begin[0] > 1:
-                regions.append((begin[0] + 1, number - 1, begin[1]))
-            begin = None
-    return regions
 
 
 def _first_lines(text: str, cells: list) -> dict[int, int]:

@@ -162,17 +162,14 @@ class JudgeScores(NbGraderPreprocessor):
                              "isolated", [])
         if grade.fault:
             raise TitoError(grade.fault)
-        scores: dict[str, tuple[float, list[str]]] = {}
+        lost: dict[str, list[str]] = {}
         for check in grade.tests:
-            score, lines = scores.get(check.task, (0.0, []))
             if not check.passed:
-                lines.append(f"lost {check.max_points:g} points: {check.public}")
-            scores[check.task] = (score + check.points, lines)
-        for task, (_, lines) in scores.items():
-            if not lines:
-                lines.append(f"task {task}: every check passed")
-            elif grade.notes:
-                lines[:0] = grade.notes
+                lost.setdefault(check.task, []).append(f"lost {check.max_points:g} points: {check.public}")
+        scores = {}
+        for task, points in grade.task_scores().items():
+            lines = [*grade.notes, *lost[task]] if task in lost else [f"task {task}: every check passed"]
+            scores[task] = (points, lines)
         return scores
 
 

@@ -125,12 +125,7 @@ def bwrap_prefix(slot: int, limits: Limits, mode: str | None = None) -> list[str
             command += ["--ro-bind", f"/{name}", f"/{name}"]
     # the private /tmp first: a virtual environment under /tmp (a CI clone) is bound into it, not hidden by it
     command += ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
-    made: set[Path] = {Path("/tmp")}
-    for path in [*interpreter_paths(), INSIDE / "lib"]:  # folders above a bind: traversable by the box's user
-        for parent in reversed(path.parents[:-1]):
-            if parent not in made:
-                made.add(parent)
-                command += ["--perms", "0755", "--dir", str(parent)]
+    command += parent_dirs([*interpreter_paths(), INSIDE / "lib"], {Path("/tmp")})
     for path in interpreter_paths():
         command += ["--ro-bind", str(path), str(path)]
     command += ["--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp", "--clearenv"]
@@ -140,6 +135,18 @@ def bwrap_prefix(slot: int, limits: Limits, mode: str | None = None) -> list[str
                           "--disable-userns", "--uid", str(uid), "--gid", str(uid), "--die-with-parent",
                           "--new-session", "--unshare-pid", "--as-pid-1", "--dev-bind", "/", "/", "--"]
     return command + ["--as-pid-1", "--"]  # the runner is pid 1: no process of bubblewrap's shares its box
+
+
+def parent_dirs(paths: list[Path], made: set[Path]) -> list[str]:
+    """bubblewrap arguments that make the folders above each of `paths` (binds to come) in the box,
+    traversable by the box's user; `made` holds those made already and grows."""
+    arguments = []
+    for path in paths:
+        for parent in reversed(path.parents[:-1]):
+            if parent not in made:
+                made.add(parent)
+                arguments += ["--perms", "0755", "--dir", str(parent)]
+    return arguments
 
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")

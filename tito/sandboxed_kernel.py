@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -31,12 +30,12 @@ import tempfile
 from pathlib import Path
 
 from tito import sandbox
+from tito.project import STAGE_DIR
 
 CHANNELS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
 HOME = Path("/home/student")
 KERNEL = Path("/kernel")
 SLOT = 100  # the box's user id is sandbox.SANDBOX_UID_BASE + SLOT, apart from the judge's runners
-STAGE_FOLDER = re.compile(r"^\d\d_[a-z0-9_]+$")
 LIMITS = sandbox.Limits(memory_bytes=4 << 30, wall_seconds=3600.0, processes=128)
 
 
@@ -48,14 +47,14 @@ def _fail(message: str) -> int:
 def _earlier_notebooks(work: Path) -> dict[str, Path]:
     """The same student's submitted notebooks of the modules before this one: autograde runs in
     <course>/autograded/<student>/<assignment>/, the submissions are in <course>/submitted/<student>/."""
-    if len(work.parents) < 3 or not STAGE_FOLDER.match(work.name):
+    if len(work.parents) < 3 or not STAGE_DIR.match(work.name):
         return {}
     submitted = work.parents[2] / "submitted" / work.parent.name
     found = {}
     if submitted.is_dir():
         for folder in sorted(submitted.iterdir()):
             notebook = folder / f"{folder.name}.ipynb"
-            if STAGE_FOLDER.match(folder.name) and folder.name < work.name and notebook.is_file():
+            if STAGE_DIR.match(folder.name) and folder.name < work.name and notebook.is_file():
                 found[folder.name] = notebook
     return found
 
@@ -81,29 +80,19 @@ def _own(path: Path, uid: int, writable: bool) -> None:
     for entry in [path, *path.rglob("*")]:
         if os.geteuid() == 0:
             os.chown(entry, uid, uid)
-            entry.chmod((0o700 if entry.is_dir() else 0o600) if writable else (0o755 if entry.is_dir() else 0o644))
+        if writable:
+            entry.chmod(0o700 if entry.is_dir() else 0o600)
         else:
-            entry.chmod((0o700 if entry.is_dir() else 0o600) if writable else (0o755 if entry.is_dir() else 0o644))
-
-
-def _mkdirs(path: Path, made: set[Path]) -> list[str]:
-    """bubblewrap arguments making the folders above `path` traversable in the box."""
-    arguments = []
-    for parent in reversed(path.parents[:-1]):
-        if parent not in made:
-            made.add(parent)
-            arguments += ["--perms", "0755", "--dir", str(parent)]
-    return arguments
+            entry.chmod(0o755 if entry.is_dir() else 0o644)
 
 
 def box_command(box: Path, stage: str, extra: list[str]) -> list[str]:
     """The bubblewrap command that runs ipykernel on /kernel/connection.json in the box."""
     tito_package = Path(__file__).resolve().parent
-    made: set[Path] = set()
-    binds = [*_mkdirs(tito_package, made), "--ro-bind", str(tito_package), str(tito_package)]
-    binds += [*_mkdirs(HOME / stage, made), "--ro-bind", str(box / "home"), str(HOME),
-              "--bind", str(box / "home" / stage), str(HOME / stage),
-              "--bind", str(box / "kernel"), str(KERNEL), "--chdir", str(HOME / stage)]
+    binds = [*sandbox.parent_dirs([tito_package, HOME / stage], set()),
+             "--ro-bind", str(tito_package), str(tito_package), "--ro-bind", str(box / "home"), str(HOME),
+             "--bind", str(box / "home" / stage), str(HOME / stage),
+             "--bind", str(box / "kernel"), str(KERNEL), "--chdir", str(HOME / stage)]
     env = {**sandbox.ENV, "HOME": "/tmp", "NBGRADER_EXECUTION": os.environ.get("NBGRADER_EXECUTION", ""),
            "PYTHONDONTWRITEBYTECODE": "1"}
     setenv = [part for key, value in env.items() for part in ("--setenv", key, value)]
@@ -153,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail("bubblewrap is missing, so the notebook cannot run sandboxed: install it (Debian/Ubuntu: "
                      "`sudo apt install bubblewrap`), or autograde with another kernel at your own risk")
     work = Path.cwd()
-    stage = work.name if STAGE_FOLDER.match(work.name) else "work"
+    stage = work.name if STAGE_DIR.match(work.name) else "work"
     uid = sandbox.SANDBOX_UID_BASE + SLOT if os.geteuid() == 0 else os.getuid()
     _sweep()
     box = Path(tempfile.mkdtemp(prefix=f"tito-kernel-{os.getpid()}-"))

@@ -164,6 +164,19 @@ def stub_out(source: str, where: str) -> str:
     return "\n".join(out)
 
 
+def solution_regions(source: str) -> list[tuple[int, int, str]]:
+    """(first line, last line, task) of the lines strictly inside each solution region of a cell."""
+    regions, begin = [], None
+    for number, line in enumerate(source.splitlines(), start=1):
+        if match := BEGIN_SOLUTION.match(line):
+            begin = (number, match["task"])
+        elif begin and END_SOLUTION.match(line):
+            if number - begin[0] > 1:
+                regions.append((begin[0] + 1, number - 1, begin[1]))
+            begin = None
+    return regions
+
+
 def strip_markers(source: str) -> str:
     """The code of a cell without solution markers and directives, as it goes into the package."""
     markers = (BEGIN_SOLUTION, END_SOLUTION, BEGIN_STUDENT, END_STUDENT, DIRECTIVE)
