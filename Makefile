@@ -40,7 +40,7 @@ mutants: $(BIN)/tito
 bench: $(BIN)/tito
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(TITO) export --reference
-	PYTHONPATH=build/reference $(BIN)/python benchmarks/mlp.py
+	PYTHONPATH=build/reference $(BIN)/python benchmarks/bench.py
 
 clean:
 	rm -rf build .tito

@@ -8,7 +8,9 @@ table gives each its task and points (`by_variant`). A view is judged by what it
 are written through the tensor it came from.
 """
 
+import importlib
 import operator
+import time
 import warnings
 
 import numpy as np
@@ -21,6 +23,11 @@ from checklib import CheckFailed, arrays, by_variant, capture_error, check, shap
 
 OPERATORS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
              "pow": operator.pow}  # on Tensors, and on numpy arrays for the expected values
+
+
+def _tensor_module(tt):
+    """The exported module itself, for names outside tinytorch.__all__ (broadcast_shape, unwrap_index)."""
+    return importlib.import_module(tt.__name__ + ".core.tensor")
 
 
 def write_through(tensor):
@@ -279,7 +286,7 @@ def _(case, output):
        describe=lambda c: f"broadcast_shape({tuple(c['a'])}, {tuple(c['b'])})")
 def broadcast_shape_follows_the_rule(tt, case):
     """broadcast_shape gives numpy's broadcast shape, as a tuple."""
-    result = tt.core.tensor.broadcast_shape(tuple(case["a"]), tuple(case["b"]))
+    result = _tensor_module(tt).broadcast_shape(tuple(case["a"]), tuple(case["b"]))
     return {"shape": result, "type": type(result).__name__}
 
 
@@ -485,6 +492,59 @@ def _(case, output):
 by_variant((reduction_over_axes, REDUCTIONS), (reduction_over_an_empty_axis, EMPTY_REDUCTIONS))
 
 
+# --- speed: the ops a milestone leans on are vectorised -----------------------------------------------
+# Correct values are not enough for matmul and the reductions: the milestones call them on large arrays
+# thousands of times, and a Python loop over elements makes a milestone epoch take hours. Each op is timed
+# against numpy's own call on the same arrays, in the same process, as a ratio (never an absolute time);
+# a loop over rows passes, a loop over elements does not.
+
+SPEED_LIMIT = 20  # times numpy's time
+SPEED = {  # variant -> (task, points, words, the op through tinytorch, numpy's own call)
+    "matmul": ("01.7", 2, "a @ b for float32 a of shape (128, 256) and b of shape (256, 128)",
+               lambda tt, a, b: tt.Tensor(a) @ tt.Tensor(b), lambda a, b: np.matmul(a, b)),
+    "sum": ("01.8", 1, "Tensor.sum(axis=0) of a float32 tensor of shape (128, 256)",
+            lambda tt, a, b: tt.Tensor(a).sum(axis=0), lambda a, b: np.sum(a, axis=0)),
+    "mean": ("01.9", 1, "Tensor.mean(axis=0) of a float32 tensor of shape (128, 256)",
+             lambda tt, a, b: tt.Tensor(a).mean(axis=0), lambda a, b: np.mean(a, axis=0)),
+    "max": ("01.10", 1, "Tensor.max(axis=0) of a float32 tensor of shape (128, 256)",
+            lambda tt, a, b: tt.Tensor(a).max(axis=0), lambda a, b: np.max(a, axis=0))}
+
+
+def seconds_of(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+@check(task="per variant", points=0, variants={op: st.just({"op": op}) for op in SPEED},
+       describe=lambda case: f"{SPEED[case['op']][2]}: its time against numpy's on the same arrays")
+def vectorised_like_numpy(tt, case):
+    """matmul, sum, mean and max run within SPEED_LIMIT times numpy's own call on the same arrays."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((128, 256)).astype(np.float32)
+    b = rng.standard_normal((256, 128)).astype(np.float32)
+    ours, theirs = SPEED[case["op"]][3:]
+    numpy_best = min(seconds_of(lambda: theirs(a, b)) for _ in range(9))
+    first = seconds_of(lambda: ours(tt, a, b))  # an untouched stub raises here
+    if first > 10 * SPEED_LIMIT * numpy_best:  # a loop over elements: no need to wait for more of it
+        return {"ratio": first / numpy_best}
+    return {"ratio": min(first, *(seconds_of(lambda: ours(tt, a, b)) for _ in range(8))) / numpy_best}
+
+
+@vectorised_like_numpy.verdict
+def _(case, output):
+    ratio, (_, _, words, _, _) = output["ratio"], SPEED[case["op"]]
+    if not ratio <= SPEED_LIMIT:
+        numpy_call = "np.matmul" if case["op"] == "matmul" else f"np.{case['op']}"
+        raise failed(f"{words}: the values are right, but it took {ratio:.0f} times as long as {numpy_call} on the "
+                     f"same arrays (at most {SPEED_LIMIT} times is allowed). A Python loop handles a few million "
+                     f"numbers per second, numpy's kernels billions, and the milestones call this op thousands of "
+                     f"times on large arrays: make it one numpy call on the whole arrays")
+
+
+by_variant((vectorised_like_numpy, SPEED))
+
+
 # --- 01.11 reshape, 01.12 permute, transpose and .T, 01.13 indexing: values like numpy, and views -------
 
 @st.composite
@@ -661,7 +721,7 @@ def shapes_that_do_not_fit_raise_a_value_error(tt, case):
     """Shapes that do not broadcast, multiply or reshape raise a ValueError naming both (and a 0-d operand of @)."""
     a, b, call = case["a"], case["b"], case["call"]
     if call == "broadcast_shape":
-        return capture_error(lambda: tt.core.tensor.broadcast_shape(tuple(a), tuple(b), "add"))
+        return capture_error(lambda: _tensor_module(tt).broadcast_shape(tuple(a), tuple(b), "add"))
     t = tt.Tensor(np.ones(a, np.float32))
     if call == "reshape":
         return capture_error(lambda: LAYOUTS["reshape"](t, {"shape": b, "as_tuple": case["as_tuple"]}))
@@ -732,7 +792,7 @@ def unwrap_index_replaces_tensors(tt, case):
     """unwrap_index replaces every Tensor in an index (alone or in a tuple) by its array."""
     tensors = [tt.Tensor(np.array(p, dtype=np.int64)) for p in case["positions"]]
     extra = decode_index({"tuple": False, "items": [case["extra"]]})
-    index = tt.core.tensor.unwrap_index((*tensors, extra) if case["tuple"] else tensors[0])
+    index = _tensor_module(tt).unwrap_index((*tensors, extra) if case["tuple"] else tensors[0])
     items = index if isinstance(index, tuple) else (index,)
     return {"type": type(index).__name__, "types of the items": [type(item).__name__ for item in items],
             "arrays": [np.asarray(item) for item in items[:len(tensors)] if isinstance(item, np.ndarray)]}

@@ -8,8 +8,10 @@ reduction, a kind of index) are one check family over a table, the variant's nam
 table gives each variant its task and points (`_by_variant`), since one behaviour spans the tasks of its ops.
 """
 
+import gc
 import importlib
 import operator
+import weakref
 
 import numpy as np
 from hypothesis import strategies as st
@@ -58,12 +60,12 @@ def _gradients(tt, fn, case, names=("a", "b")):
 
 
 def _own_ops(tt):
-    """Functions of the check's own on tt.Function (02.1) with their own backwards: Times (a * b), Plus
+    """Functions of the check's own on tt.autograd.Function (02.1) with their own backwards: Times (a * b), Plus
     (a + b), Minus (a - b), Divide (a / b) for operands of one shape or a Python number, and Total (the sum
     of every element). The checks of the engine (02.2, 02.3) build their graphs from these, so that they
     need the engine alone and no backward of the student's ops (02.7 on)."""
     def function(name, forward, backward):
-        return type(name, (tt.Function,), {"forward": staticmethod(forward), "backward": staticmethod(backward)})
+        return type(name, (tt.autograd.Function,), {"forward": staticmethod(forward), "backward": staticmethod(backward)})
 
     def saving(op):  # a forward that saves its operands for the backward
         return lambda ctx, a, b: ctx.save_for_backward(a, b) or op(a, b)
@@ -125,6 +127,25 @@ def apply_records_graph_only_when_an_operand_requires_grad(tt, case):
 
 apply_records_graph_only_when_an_operand_requires_grad.expected(
     lambda case: {name: {"requires_grad": kept, "is_leaf": not kept} for name, kept in _RECORDED.items()})
+
+
+@check(task="02.1", points=1,
+       describe=lambda case: "y = Times(x, c) (Times: a Function of the check's own, a * b) for x with requires_grad "
+                             "and c without: y.grad_fn.inputs, and whether c is freed once only y holds on to it")
+def operands_without_grad_stay_out_of_the_graph(tt, case):
+    """The node of y = x * c points to x and holds None for c, which needs no gradient: no graph keeps c alive."""
+    x, c = tt.Tensor(np.array([1.0, 2.0]), requires_grad=True), tt.Tensor(np.array([3.0, 4.0]))
+    y = _own_ops(tt)["Times"].apply(x, c)
+    inputs = ["x" if t is x else "c" if t is c else None if t is None else type(t).__name__ for t in y.grad_fn.inputs]
+    c_alive = weakref.ref(c)
+    del c
+    gc.collect()
+    return {"y.grad_fn.inputs": inputs, "y.is_leaf": bool(y.is_leaf), "x.is_leaf": bool(x.is_leaf),
+            "c freed while y lives": c_alive() is None}
+
+
+operands_without_grad_stay_out_of_the_graph.expected(lambda case: {
+    "y.grad_fn.inputs": ["x", None], "y.is_leaf": False, "x.is_leaf": True, "c freed while y lives": True})
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -192,7 +213,7 @@ def custom_function_forward_backward_and_params(tt, case):
     """A Function subclass gets numpy arrays and params in forward, keeps forward's dtype, and its backward runs."""
     seen = []
 
-    class ScaledCube(tt.Function):
+    class ScaledCube(tt.autograd.Function):
         @staticmethod
         def forward(ctx, x, power, scale=1.0):
             seen.extend([type(x).__name__, type(power).__name__])
@@ -351,6 +372,72 @@ only_leaves_that_require_grad_get_a_grad.expected(lambda case: {"x.grad": np.arr
                                                                  "h.grad": None})
 
 
+def _twice(tt, first: dict):
+    """Total(Times(x, w)).backward(**first), then backward() again: x.grad after each call and what the second
+    raised. Times saves its operands, so the second call needs what the first may have freed."""
+    ops = _own_ops(tt)
+    x, w = tt.Tensor(np.array([1.0, 2.0]), requires_grad=True), tt.Tensor(np.array([3.0, 4.0]))
+    y = ops["Total"].apply(ops["Times"].apply(x, w))
+    y.backward(**first)
+    after_first = _grad(x).copy() if x.grad is not None else None
+    error = capture_error(y.backward)
+    return {"the second raised": error.get("raised"),
+            "its message names retain_graph": "retain_graph" in error.get("message", ""),
+            "x.grad after the first": after_first, "x.grad after the second": _grad(x)}
+
+
+@check(task="02.3", points=2,
+       describe=lambda case: "y = Total(Times(x, w)) (Functions of the check's own; Times saves its operands), "
+                             "y.backward() and then y.backward() again")
+def a_second_backward_through_a_freed_graph_raises(tt, case):
+    """backward() frees what the graph saved: a second backward through it raises and says retain_graph=True."""
+    return _twice(tt, {})
+
+
+a_second_backward_through_a_freed_graph_raises.expected(lambda case: {
+    "the second raised": "RuntimeError", "its message names retain_graph": True,
+    "x.grad after the first": np.array([3.0, 4.0]), "x.grad after the second": np.array([3.0, 4.0])})
+
+
+@check(task="02.3", points=1,
+       describe=lambda case: "y = Total(Times(x, w)) (Functions of the check's own), y.backward(retain_graph=True) "
+                             "and then y.backward() again")
+def retain_graph_keeps_the_graph_for_a_second_backward(tt, case):
+    """With retain_graph=True the saved arrays stay, so a second backward works (and accumulates)."""
+    return _twice(tt, {"retain_graph": True})
+
+
+retain_graph_keeps_the_graph_for_a_second_backward.expected(lambda case: {
+    "the second raised": None, "its message names retain_graph": False,
+    "x.grad after the first": np.array([3.0, 4.0]), "x.grad after the second": np.array([6.0, 8.0])})
+
+
+@check(task="02.3", points=1, **GRAD_TOL,
+       inputs=shapes(max_dims=2).flatmap(lambda shape: st.fixed_dictionaries({
+           "x": floats_arrays(shape), "w": signed_arrays(shape), "g": upstream(shape)})),
+       describe=lambda case: f"h = Times(x, w); h.retain_grad(); Times(h, h).backward(gradient=g) (Functions of the "
+                             f"check's own), x of shape {case['x'].shape}; then backward(create_graph=True)")
+def retain_grad_and_the_backward_keywords(tt, case):
+    """retain_grad() keeps a non-leaf's .grad; backward takes PyTorch's keyword `gradient`; create_graph=True is
+    refused with NotImplementedError (no graph of the backward pass)."""
+    times = _own_ops(tt)["Times"].apply
+    x, w = tt.Tensor(case["x"], requires_grad=True), tt.Tensor(case["w"])
+    h = times(x, w)
+    h.retain_grad()
+    times(h, h).backward(gradient=tt.Tensor(case["g"]))
+    try:
+        times(x, w).backward(gradient=tt.Tensor(case["g"]), create_graph=True)
+        refused = None
+    except Exception as error:  # NotImplementedError included: it is the expected answer here
+        refused = type(error).__name__
+    return {"h.grad": _grad(h), "x.grad": _grad(x), "create_graph=True raised": refused}
+
+
+retain_grad_and_the_backward_keywords.expected(lambda case: {
+    "h.grad": 2 * case["x"] * case["w"] * case["g"], "x.grad": 2 * case["x"] * case["w"] ** 2 * case["g"],
+    "create_graph=True raised": "NotImplementedError"})
+
+
 # ---------------------------------------------------------------------------------------------------
 # 02.4 no_grad
 
@@ -415,7 +502,7 @@ def _gradcheck(tt, case):
     element `wrong` (flat; None: nowhere) of b's gradient: what it raised and what it returned."""
     factor, wrong = case["factor"], case["wrong"]
 
-    class SinTimes(tt.Function):
+    class SinTimes(tt.autograd.Function):
         @staticmethod
         def forward(ctx, a, b):
             ctx.save_for_backward(a, b)
@@ -431,7 +518,7 @@ def _gradcheck(tt, case):
 
     a, b = tt.Tensor(case["a"], requires_grad=True), tt.Tensor(case["b"], requires_grad=True)
     outcome = {}
-    raised = capture_error(lambda: outcome.setdefault("returned", tt.gradcheck(SinTimes.apply, a, b)))["raised"]
+    raised = capture_error(lambda: outcome.setdefault("returned", tt.autograd.gradcheck(SinTimes.apply, a, b)))["raised"]
     returned = outcome.get("returned")
     return {"raised": raised, "returned": returned if isinstance(returned, (bool, np.bool_)) else repr(returned)}
 
@@ -478,6 +565,33 @@ def gradcheck(tt, case):
 
 gradcheck.verdict(_judge_gradcheck)
 by_variant((backward_of_a_large_graph, LOOPS), (gradcheck, GRADCHECKS))
+
+@check(task="02.5", points=1, examples=10,
+       inputs=shapes(min_dims=1, max_dims=2, max_side=3).flatmap(lambda shape: st.fixed_dictionaries({
+           "a": floats_arrays(shape, -1e-5, 1e-5)})),
+       describe=lambda case: f"gradcheck(Steep.apply, a) for Steep: y = 1e5 * a**2 with a correct backward, a of shape "
+                             f"{case['a'].shape} near 0 (y'' = 2e5: one-sided differences are off by about 0.1)")
+def gradcheck_uses_central_differences(tt, case):
+    """Only central differences get a steep function right: (f(x+e) - f(x)) / e is off by f''(x) e / 2."""
+    class Steep(tt.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.save_for_backward(a)
+            return 1e5 * a * a
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            (a,) = ctx.saved_tensors
+            return (grad_output * 2e5 * a,)
+
+    a = tt.Tensor(case["a"], requires_grad=True)
+    outcome = {}
+    raised = capture_error(lambda: outcome.setdefault("returned", tt.autograd.gradcheck(Steep.apply, a)))["raised"]
+    return {"raised": raised, "returned": bool(outcome.get("returned") is True)}
+
+
+gradcheck_uses_central_differences.expected(lambda case: {"raised": None, "returned": True})
+
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -245,7 +245,7 @@ BACKWARD_ON_ARRAYS = {"softmax": ("03.8", 2), "log_softmax": ("03.10", 1)}
                              f"ctx, x, dim={case['params']['dim']}) on numpy arrays, {_x_words(case)}")
 def function_backward_on_numpy_arrays(tt, case):
     """The input gradient of a Function of 03 called on numpy arrays, without the autograd engine."""
-    function, ctx = _function(tt, case["function"]), tt.Context()
+    function, ctx = _function(tt, case["function"]), tt.autograd.Context()
     function.forward(ctx, case["x"], **case["params"])
     return function.backward(ctx, case["g"])[0]
 
@@ -329,7 +329,7 @@ def _(case, output):
        describe=lambda case: f"_Softmax.forward(ctx, x, dim={case['params']['dim']}) called directly on "
                              f"{_x_words(case)} (a numpy array in, a numpy array of its dtype out)")
 def softmax_function_forward_on_a_numpy_array(tt, case):
-    return _function(tt, "_Softmax").forward(tt.Context(), case["x"], **case["params"])
+    return _function(tt, "_Softmax").forward(tt.autograd.Context(), case["x"], **case["params"])
 
 
 softmax_function_forward_on_a_numpy_array.expected(_expected_forward)

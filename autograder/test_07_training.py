@@ -103,7 +103,7 @@ def _small_fit(tt, epochs, **options):
     """fit of a small MLP on 20 blob points (batch_size=8, SGD): what it printed to stdout."""
     printed, (x, y), model = io.StringIO(), _blobs(0, 20), _mlp(tt, 0, (2, 4, 3))
     with contextlib.redirect_stdout(printed):
-        tt.fit(model, tt.nn.CrossEntropyLoss(), tt.optim.SGD(model.parameters(), lr=0.1), (x, y), (x, y),
+        tt.training.fit(model, tt.nn.CrossEntropyLoss(), tt.optim.SGD(model.parameters(), lr=0.1), (x, y), (x, y),
                epochs=epochs, batch_size=8, **options)
     return printed.getvalue()
 
@@ -231,7 +231,7 @@ ACCURACY = {"(N, C) arrays": ("07.1", 1, _logits_targets(1, "array")),
                              f"{case['targets'].shape} (ties in a row go to the first maximum)")
 def accuracy_is_the_fraction_of_correct_argmax(tt, case):
     as_input = tt.Tensor if case["as"] == "Tensor" else np.asarray
-    return tt.accuracy(as_input(case["logits"]), as_input(case["targets"]))
+    return tt.training.accuracy(as_input(case["logits"]), as_input(case["targets"]))
 
 
 accuracy_is_the_fraction_of_correct_argmax.expected(
@@ -242,8 +242,8 @@ accuracy_is_the_fraction_of_correct_argmax.expected(
        describe=lambda case: f"accuracy(logits, targets) of shapes {case['logits'].shape} and {case['targets'].shape}"
                              f", given as numpy arrays and as Tensors: the type of the result")
 def accuracy_returns_a_python_float(tt, case):
-    return {"for arrays": type(tt.accuracy(case["logits"], case["targets"])).__name__,
-            "for Tensors": type(tt.accuracy(tt.Tensor(case["logits"]), tt.Tensor(case["targets"]))).__name__}
+    return {"for arrays": type(tt.training.accuracy(case["logits"], case["targets"])).__name__,
+            "for Tensors": type(tt.training.accuracy(tt.Tensor(case["logits"]), tt.Tensor(case["targets"]))).__name__}
 
 
 accuracy_returns_a_python_float.expected(lambda case: {"for arrays": "float", "for Tensors": "float"})
@@ -252,7 +252,7 @@ accuracy_returns_a_python_float.expected(lambda case: {"for arrays": "float", "f
 @check(task="07.1", points=1, inputs=st.integers(2, 6).map(lambda n: {"n": n}),
        describe=lambda case: f"accuracy(logits of shape ({case['n']}, 3), targets of shape ({case['n']}, 1))")
 def accuracy_with_mismatched_shapes_raises(tt, case):
-    return capture_error(lambda: tt.accuracy(np.zeros((case["n"], 3), np.float32), np.zeros((case["n"], 1), np.int64)))
+    return capture_error(lambda: tt.training.accuracy(np.zeros((case["n"], 3), np.float32), np.zeros((case["n"], 1), np.int64)))
 
 
 accuracy_with_mismatched_shapes_raises.verdict(lambda case, output: expect_error(
@@ -357,7 +357,7 @@ _sizes = st.fixed_dictionaries({"n": st.integers(0, 40), "batch_size": st.intege
                                                                    f"shuffle=False)")
 def batches_without_shuffle_are_consecutive_ranges(tt, case):
     return {f"batch {k}": np.asarray(batch).astype(np.int64)
-            for k, batch in enumerate(tt.batches(case["n"], case["batch_size"], shuffle=False))}
+            for k, batch in enumerate(tt.training.batches(case["n"], case["batch_size"], shuffle=False))}
 
 
 batches_without_shuffle_are_consecutive_ranges.expected(lambda case: {
@@ -368,7 +368,7 @@ batches_without_shuffle_are_consecutive_ranges.expected(lambda case: {
 @check(task="07.3", points=2, inputs=_sizes.map(lambda case: {**case, "n": case["n"] + 10}),
        describe=lambda case: f"batches({case['n']}, {case['batch_size']}) (shuffled)")
 def batches_with_shuffle_cover_every_index_once(tt, case):
-    return [np.asarray(batch).astype(np.int64) for batch in tt.batches(case["n"], case["batch_size"])]
+    return [np.asarray(batch).astype(np.int64) for batch in tt.training.batches(case["n"], case["batch_size"])]
 
 
 @batches_with_shuffle_cover_every_index_once.verdict
@@ -392,7 +392,7 @@ def _(case, output):
 def batches_shuffle_draws_from_the_default_generator(tt, case):
     def draw(seed):
         tt.manual_seed(seed)
-        return np.concatenate(tt.batches(20, 6)).astype(np.int64)
+        return np.concatenate(tt.training.batches(20, 6)).astype(np.int64)
     return {"first": draw(case["seed"]), "second": draw(case["seed"]), "third": draw(case["seed"] + 1)}
 
 
@@ -412,7 +412,7 @@ def _(case, output):
 @check(task="07.3", points=1, inputs=st.sampled_from([0, -1, -5]).map(lambda size: {"batch_size": size}),
        describe=lambda case: f"batches(10, {case['batch_size']})")
 def batches_with_a_batch_size_below_one_raises(tt, case):
-    return capture_error(lambda: tt.batches(10, case["batch_size"]))
+    return capture_error(lambda: tt.training.batches(10, case["batch_size"]))
 
 
 batches_with_a_batch_size_below_one_raises.verdict(lambda case, output: expect_error(
@@ -436,7 +436,7 @@ def train_epoch_matches_numpy_step_by_step(tt, case):
     model = _linear(tt, case["w"], case["b"])
     optimizer = _Recording(tt.optim.SGD(model.parameters(), lr=case["lr"], momentum=case.get("momentum", 0.0)),
                            model.parameters())
-    loss = tt.train_epoch(model, getattr(tt.nn, case["loss"])(), optimizer, case["x"], case["y"],
+    loss = tt.training.train_epoch(model, getattr(tt.nn, case["loss"])(), optimizer, case["x"], case["y"],
                           batch_size=case["batch_size"], shuffle=False, max_norm=case.get("max_norm"))
     return {"the grads each step() saw": optimizer.seen, "the mean loss returned": float(loss),
             "weight": model.weight.numpy(), "bias": model.bias.numpy()}
@@ -458,7 +458,7 @@ def train_epoch_puts_the_model_in_training_mode(tt, case):
         modes.append(bool(model.training))
         return mse(output, target)
 
-    tt.train_epoch(model, loss_fn, tt.optim.SGD(model.parameters(), lr=case["lr"]), case["x"], case["y"],
+    tt.training.train_epoch(model, loss_fn, tt.optim.SGD(model.parameters(), lr=case["lr"]), case["x"], case["y"],
                    batch_size=case["batch_size"], shuffle=False)
     return {"model.training at each loss": modes, "model.training afterwards": bool(model.training)}
 
@@ -473,7 +473,7 @@ train_epoch_puts_the_model_in_training_mode.expected(lambda case: {
                              f"the arguments (batch_index, n_batches, loss) of each call")
 def train_epoch_reports_each_batch_to_progress(tt, case):
     model, calls = _linear(tt, case["w"], case["b"]), []
-    tt.train_epoch(model, tt.nn.MSELoss(), tt.optim.SGD(model.parameters(), lr=case["lr"]), case["x"], case["y"],
+    tt.training.train_epoch(model, tt.nn.MSELoss(), tt.optim.SGD(model.parameters(), lr=case["lr"]), case["x"], case["y"],
                    batch_size=case["batch_size"], shuffle=False,
                    progress=lambda index, total, loss: calls.append([int(index), int(total), float(loss)]))
     return {f"call {k + 1}": call for k, call in enumerate(calls)}
@@ -491,7 +491,7 @@ def train_epoch_with_shuffle_sees_every_example_once(tt, case):
     for _ in range(2):
         tt.manual_seed(7)
         model = _linear(tt, case["w"], case["b"])
-        results.append(tt.train_epoch(model, tt.nn.MSELoss(), tt.optim.SGD(model.parameters(), lr=0.0), case["x"],
+        results.append(tt.training.train_epoch(model, tt.nn.MSELoss(), tt.optim.SGD(model.parameters(), lr=0.0), case["x"],
                                       case["y"], batch_size=case["batch_size"]))
     return {"the mean loss returned": float(results[0]), "its type": type(results[0]).__name__,
             "the mean loss the second time": float(results[1])}
@@ -515,7 +515,7 @@ EVALUATE = {"CrossEntropyLoss, integer targets": ("07.5", 2, _classification(max
        describe=lambda case: f"evaluate(Linear, {case['loss']}, {len(case['x'])} examples, batch_size="
                              f"{case['batch_size']})")
 def evaluate_returns_the_mean_loss_and_accuracy(tt, case):
-    loss, acc = tt.evaluate(_linear(tt, case["w"], case["b"]), getattr(tt.nn, case["loss"])(), case["x"], case["y"],
+    loss, acc = tt.training.evaluate(_linear(tt, case["w"], case["b"]), getattr(tt.nn, case["loss"])(), case["x"], case["y"],
                             batch_size=case["batch_size"])
     return {"mean loss": float(loss), "accuracy": float(acc), "type of the loss": type(loss).__name__,
             "type of the accuracy": type(acc).__name__}
@@ -532,7 +532,7 @@ evaluate_returns_the_mean_loss_and_accuracy.expected(lambda case: {
 def evaluate_runs_in_eval_mode(tt, case):
     tt.manual_seed(0)
     model = tt.nn.Sequential(_linear(tt, case["w"], case["b"]), tt.nn.Dropout(0.5))
-    return {call: [float(v) for v in tt.evaluate(model, tt.nn.CrossEntropyLoss(), case["x"], case["y"],
+    return {call: [float(v) for v in tt.training.evaluate(model, tt.nn.CrossEntropyLoss(), case["x"], case["y"],
                                                  batch_size=case["batch_size"])] for call in ("first", "second")}
 
 
@@ -550,7 +550,7 @@ def evaluate_records_no_graph(tt, case):
                                                                                     bool(tt.is_grad_enabled())]
         return ce(output, target)
 
-    tt.evaluate(model, loss_fn, case["x"], case["y"], batch_size=case["batch_size"])
+    tt.training.evaluate(model, loss_fn, case["x"], case["y"], batch_size=case["batch_size"])
     return {**seen, "each parameter's grad is None": [p.grad is None for p in model.parameters()]}
 
 
@@ -571,7 +571,7 @@ def evaluate_restores_the_training_mode(tt, case):
             modes.append(bool(model.training))
             return ce(output, target)
 
-        tt.evaluate(model, loss_fn, case["x"], case["y"])
+        tt.training.evaluate(model, loss_fn, case["x"], case["y"])
         result[f"started in {mode} mode"] = {"model.training during evaluation": modes,
                                              "model.training afterwards": bool(model.training)}
     return result
@@ -593,7 +593,7 @@ _epochs = st.integers(1, 4).map(lambda epochs: {"epochs": epochs})
                              f"progress=False)")
 def fit_returns_a_history_with_one_entry_per_epoch(tt, case):
     model, data = _linear(tt, case["w"], case["b"]), (case["x"], case["y"])
-    history = tt.fit(model, tt.nn.CrossEntropyLoss(), tt.optim.SGD(model.parameters(), lr=case["lr"]), data, data,
+    history = tt.training.fit(model, tt.nn.CrossEntropyLoss(), tt.optim.SGD(model.parameters(), lr=case["lr"]), data, data,
                      epochs=case["epochs"], batch_size=case["batch_size"], progress=False, log=None)
     return {str(key): {"entries": len(values), "types": ", ".join(sorted({type(v).__name__ for v in values}))}
             for key, values in history.items()}
@@ -610,7 +610,7 @@ fit_returns_a_history_with_one_entry_per_epoch.expected(lambda case: {
 def fit_times_each_epoch(tt, case):
     model, (x, y) = _mlp(tt, 0, (2, 16, 3)), _blobs(0, 300)
     start = time.perf_counter()
-    history = tt.fit(model, tt.nn.CrossEntropyLoss(), tt.optim.SGD(model.parameters(), lr=0.1), (x, y), (x, y),
+    history = tt.training.fit(model, tt.nn.CrossEntropyLoss(), tt.optim.SGD(model.parameters(), lr=0.1), (x, y), (x, y),
                      epochs=case["epochs"], batch_size=32, progress=False, log=None)
     wall = time.perf_counter() - start
     return {"history['seconds']": [float(s) for s in history["seconds"]], "seconds of the call": wall}
@@ -631,7 +631,7 @@ def _(case, output):
                              f"{len(case['x'])} examples, epochs=2)")
 def fit_records_the_train_and_test_results_of_each_epoch(tt, case):
     model, data = _linear(tt, case["w"], case["b"]), (case["x"], case["y"])
-    history = tt.fit(model, tt.nn.CrossEntropyLoss(), tt.optim.SGD(model.parameters(), lr=0.0), data, data,
+    history = tt.training.fit(model, tt.nn.CrossEntropyLoss(), tt.optim.SGD(model.parameters(), lr=0.0), data, data,
                      epochs=2, batch_size=case["batch_size"], progress=False, log=None)
     return {key: [float(v) for v in history[key]] for key in ("train_loss", "test_loss", "test_accuracy")}
 
@@ -656,7 +656,7 @@ def _full_batch_data(seed, max_norm):
                              f"{case['batch_size']} (one batch), max_norm={case['max_norm']:.3g}, epochs=2)")
 def fit_passes_batch_size_and_max_norm_to_each_epoch(tt, case):
     model, data = _linear(tt, case["w"], case["b"]), (case["x"], case["y"])
-    tt.fit(model, tt.nn.MSELoss(), tt.optim.SGD(model.parameters(), lr=case["lr"]), data, data, epochs=2,
+    tt.training.fit(model, tt.nn.MSELoss(), tt.optim.SGD(model.parameters(), lr=case["lr"]), data, data, epochs=2,
            batch_size=case["batch_size"], max_norm=case["max_norm"], progress=False, log=None)
     return {"weight": model.weight.numpy(), "bias": model.bias.numpy()}
 
@@ -673,7 +673,7 @@ def _(case):
                              f"three separable blobs (seed {case['seed']}), epochs=5, batch_size=32)")
 def fit_learns_a_separable_problem(tt, case):
     model = _mlp(tt, case["seed"], (2, 16, 3))
-    history = tt.fit(model, tt.nn.CrossEntropyLoss(), tt.optim.Adam(model.parameters(), lr=0.01),
+    history = tt.training.fit(model, tt.nn.CrossEntropyLoss(), tt.optim.Adam(model.parameters(), lr=0.01),
                      _blobs(case["seed"], 300), _blobs(case["seed"] + 1, 100), epochs=5, batch_size=32,
                      progress=False, log=None)
     return {"first train loss": float(history["train_loss"][0]), "last train loss": float(history["train_loss"][-1]),
@@ -742,7 +742,7 @@ def save_checkpoint_writes_one_npz_with_flat_names(tt, case):
     tt.nn.MSELoss()(model(tt.Tensor(case["x"])), tt.Tensor(case["y"])).backward()
     optimizer.step()
     with tempfile.TemporaryDirectory() as folder:
-        tt.save_checkpoint(os.path.join(folder, "checkpoint.npz"), model, optimizer, epoch=3)
+        tt.training.save_checkpoint(os.path.join(folder, "checkpoint.npz"), model, optimizer, epoch=3)
         with np.load(os.path.join(folder, "checkpoint.npz"), allow_pickle=False) as data:
             files = {key: data[key] for key in data.files}
     groups = json.loads(str(files.get("optimizer/param_groups", "[]")))
@@ -767,7 +767,7 @@ def _(case):
                              f"folder afterwards")
 def save_checkpoint_writes_exactly_the_path_given(tt, case):
     with tempfile.TemporaryDirectory() as folder:
-        tt.save_checkpoint(os.path.join(folder, case["name"]), tt.nn.Linear(2, 1))
+        tt.training.save_checkpoint(os.path.join(folder, case["name"]), tt.nn.Linear(2, 1))
         return sorted(os.listdir(folder))
 
 
@@ -778,7 +778,7 @@ save_checkpoint_writes_exactly_the_path_given.expected(lambda case: [case["name"
                                                     "need pickle)")
 def save_checkpoint_refuses_extras_that_need_pickle(tt, case):
     with tempfile.TemporaryDirectory() as folder:
-        return capture_error(lambda: tt.save_checkpoint(os.path.join(folder, "c.npz"), tt.nn.Linear(2, 1),
+        return capture_error(lambda: tt.training.save_checkpoint(os.path.join(folder, "c.npz"), tt.nn.Linear(2, 1),
                                                         config={"lr": 0.1}))
 
 
@@ -814,11 +814,11 @@ def load_checkpoint_resumes_training_exactly(tt, case):
     optimizer = getattr(tt.optim, case["optimizer"])(model.parameters(), **case["kwargs"])
     _steps(tt, model, optimizer, x, y, case["before"])
     with tempfile.TemporaryDirectory() as folder:
-        tt.save_checkpoint(os.path.join(folder, "checkpoint.npz"), model, optimizer)
+        tt.training.save_checkpoint(os.path.join(folder, "checkpoint.npz"), model, optimizer)
         runs = {"uninterrupted": {"losses": _steps(tt, model, optimizer, x, y, case["after"])}}
         resumed_model = _mlp(tt, case["seed"] + 1, (3, 5, 4))
         resumed = getattr(tt.optim, case["optimizer"])(resumed_model.parameters(), **case["fresh"])
-        tt.load_checkpoint(os.path.join(folder, "checkpoint.npz"), resumed_model, resumed)
+        tt.training.load_checkpoint(os.path.join(folder, "checkpoint.npz"), resumed_model, resumed)
     runs["resumed"] = {"losses": _steps(tt, resumed_model, resumed, x, y, case["after"])}
     return {run: {"hyperparameters": {k: v for k, v in opt.param_groups[0].items() if k != "params"},
                   "their types": {k: type(v).__name__ for k, v in opt.param_groups[0].items() if k != "params"},
@@ -840,9 +840,9 @@ def load_checkpoint_returns_the_extras(tt, case):
     model = _mlp(tt, 0, (2, 3, 2))
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "checkpoint.npz")
-        tt.save_checkpoint(path, model, tt.optim.Adam(model.parameters()), epoch=4, best=0.5, note="ok",
+        tt.training.save_checkpoint(path, model, tt.optim.Adam(model.parameters()), epoch=4, best=0.5, note="ok",
                            losses=[3.0, 2.0])
-        extras = tt.load_checkpoint(path, _mlp(tt, 1, (2, 3, 2)), tt.optim.Adam(model.parameters()))
+        extras = tt.training.load_checkpoint(path, _mlp(tt, 1, (2, 3, 2)), tt.optim.Adam(model.parameters()))
     return {str(key): {"type": type(value).__name__, "value": value} for key, value in extras.items()}
 
 
@@ -860,8 +860,8 @@ def load_checkpoint_restores_the_model_alone(tt, case):
     rng = np.random.default_rng(case["seed"])
     _steps(tt, model, optimizer, rng.standard_normal((5, 3)).astype(np.float32), np.array([0, 1, 1, 0, 1]), 2)
     with tempfile.TemporaryDirectory() as folder:
-        tt.save_checkpoint(os.path.join(folder, "checkpoint.npz"), model, optimizer, epoch=2)
-        extras = tt.load_checkpoint(os.path.join(folder, "checkpoint.npz"), fresh)
+        tt.training.save_checkpoint(os.path.join(folder, "checkpoint.npz"), model, optimizer, epoch=2)
+        extras = tt.training.load_checkpoint(os.path.join(folder, "checkpoint.npz"), fresh)
     return {"saved": _parameters(model),
             "restored": {**_parameters(fresh), "the extras' names": sorted(str(key) for key in extras)}}
 
@@ -876,8 +876,8 @@ def _(case, output):
                                                     "(3, 4, 2)")
 def load_checkpoint_into_another_architecture_raises(tt, case):
     with tempfile.TemporaryDirectory() as folder:
-        tt.save_checkpoint(os.path.join(folder, "c.npz"), _mlp(tt, 0, (3, 4, 2)))
-        return capture_error(lambda: tt.load_checkpoint(os.path.join(folder, "c.npz"), _mlp(tt, 0, (3, 5, 2))))
+        tt.training.save_checkpoint(os.path.join(folder, "c.npz"), _mlp(tt, 0, (3, 4, 2)))
+        return capture_error(lambda: tt.training.load_checkpoint(os.path.join(folder, "c.npz"), _mlp(tt, 0, (3, 5, 2))))
 
 
 load_checkpoint_into_another_architecture_raises.verdict(lambda case, output: expect_error(
@@ -889,8 +889,8 @@ load_checkpoint_into_another_architecture_raises.verdict(lambda case, output: ex
 def load_checkpoint_without_optimizer_state_raises(tt, case):
     model = _mlp(tt, 0, (2, 3, 2))
     with tempfile.TemporaryDirectory() as folder:
-        tt.save_checkpoint(os.path.join(folder, "c.npz"), model)
-        return capture_error(lambda: tt.load_checkpoint(os.path.join(folder, "c.npz"), model,
+        tt.training.save_checkpoint(os.path.join(folder, "c.npz"), model)
+        return capture_error(lambda: tt.training.load_checkpoint(os.path.join(folder, "c.npz"), model,
                                                         tt.optim.SGD(model.parameters(), lr=0.1)))
 
 
@@ -917,7 +917,7 @@ def load_checkpoint_refuses_pickled_objects(tt, case):
         marker, path = os.path.join(folder, "pickle ran"), os.path.join(folder, "c.npz")
         np.savez(path, note=np.array([_Payload(marker)], dtype=object),
                  **{f"model/{name}": value for name, value in model.state_dict().items()})
-        return {"the error": capture_error(lambda: tt.load_checkpoint(path, model))["raised"],
+        return {"the error": capture_error(lambda: tt.training.load_checkpoint(path, model))["raised"],
                 "the pickled object ran": os.path.exists(marker)}
 
 

@@ -51,7 +51,7 @@ def test_directives_are_read_from_the_top_of_a_cell_only():
 def test_public_names_follow_all_and_skip_what_a_broken_cell_lost():
     code = "__all__ = ['Tensor', 'zeros']\nclass Tensor: pass\n_hidden = 1\n"
     assert public_names(code) == ["Tensor"]
-    assert public_names("def f(): pass\n_g = 1\nh = 2\n") == ["f", "h"]
+    assert public_names("def f(): pass\n_g = 1\nh = 2\n") == [], "without __all__ a module exports nothing"
 
 
 def test_the_committed_package_init_is_the_one_export_writes():
@@ -68,13 +68,14 @@ def test_names_go_to_the_namespace_their_cell_was_exported_to(tmp_path):
 
     from tito.package import namespaces, write_package
 
-    code = ("#| export\nimport math\ndef top(): return 1\n"
+    code = ("#| export\nimport math\n__all__ = ['top', 'relu', 'ReLU', 'StepLR']\ndef top(): return 1\n"
             "#| export nn.functional\ndef relu(x): return max(x, 0)\nclass _Relu: pass\n"
             "#| export nn\nclass ReLU:\n    pass\n"
             "#| export optim.lr_scheduler\nclass StepLR: pass\n")
     assert namespaces(code) == {"": ["top"], "nn.functional": ["relu"], "nn": ["ReLU"],
                                 "optim.lr_scheduler": ["StepLR"]}
-    write_package(tmp_path, {"core/tensor.py": "#| export\nclass Tensor: pass\n", "core/act.py": code})
+    write_package(tmp_path, {"core/tensor.py": "#| export\n__all__ = ['Tensor']\nclass Tensor: pass\n",
+                             "core/act.py": code})
     probe = ("import tinytorch as tt, tinytorch.nn.functional as F\n"
              "print(tt.nn.functional.relu(-2), F.relu(3), tt.nn.ReLU.__name__, tt.optim.lr_scheduler.StepLR.__name__,"
              " tt.top(), tt.Tensor.__name__, hasattr(tt, 'relu'), hasattr(tt.nn, 'relu'))")
@@ -91,3 +92,30 @@ def test_a_malformed_export_namespace_names_its_cell():
 
     with pytest.raises(TitoError, match="cell 1.*nn..functional"):
         exported_cells(notebook, "03_activations.ipynb")
+
+
+def test_the_reference_package_exposes_pytorchs_names_and_nothing_by_accident(tmp_path):
+    """`tt` holds what PyTorch has under the same names: no helper of ours, no file layout, no module objects."""
+    import subprocess
+    import sys
+
+    from tito.package import export
+    from tito.project import stages
+
+    from conftest import copy_course
+
+    root = copy_course(tmp_path / "course")
+    export(root, stages(root)[-1], reference=True)
+    probe = ("import tinytorch as tt\n"
+             "print(sorted(n for n in dir(tt) if not n.startswith('__')))\n"
+             "print(sorted(n for n in dir(tt.training) if not n.startswith('__')))\n"
+             "from tinytorch.core.tensor import matmul_kernel\n"  # the files stay importable by their paths
+             "print(type(tt.as_tensor([1.0])).__name__, tt.as_tensor(tt.ones(2)) is not None)")
+    run = subprocess.run([sys.executable, "-c", probe], env={"PYTHONPATH": str(root / "build" / "reference")},
+                         capture_output=True, text=True)
+    top, training, last = run.stdout.splitlines()
+    assert eval(top) == ["Tensor", "arange", "as_tensor", "autograd", "is_grad_enabled", "manual_seed", "nn",
+                         "no_grad", "ones", "optim", "randn", "training", "zeros"], run.stderr
+    assert eval(training) == ["ProgressBar", "accuracy", "batches", "evaluate", "fit", "load_checkpoint",
+                              "save_checkpoint", "train_epoch"]
+    assert last == "Tensor True"

@@ -14,6 +14,7 @@ import shutil
 import signal
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,9 @@ SHIPPED = Path(__file__).with_name("shipped")
 SHIPPED_FILES = ("runner.py", "wire.py", "checklib.py")
 IMPORT_CPU_SECONDS = 10.0
 MAX_RESTARTS = 8  # a check that kills the runner costs that check; the run goes on from the next one
+# A place in the package under test as the runner reports it ("core/tensor.py line 57, in sum") -> the
+# notebook cell that wrote that line, in the student's words, or None
+Locate = Callable[[str], str | None]
 
 
 @dataclass
@@ -209,9 +213,10 @@ def _text(value: Any, limit: int = 300) -> str:
     return str(value)[:limit]
 
 
-def run_checks(plan: Plan, package: Path, *, isolation: str, limits: sandbox.Limits, slot: int = 0) -> Report:
+def run_checks(plan: Plan, package: Path, *, isolation: str, limits: sandbox.Limits, slot: int = 0,
+               locate: Locate | None = None) -> Report:
     """Run every check of the plan on the `tinytorch` found in `package`, starting the runner again after a
-    check that ended its process."""
+    check that ended its process. `locate` names the notebook cell of a failed import."""
     report = Report()
     names = [check.name for check in plan.checks]
     deadline = time.monotonic() + limits.wall_seconds
@@ -238,10 +243,10 @@ def run_checks(plan: Plan, package: Path, *, isolation: str, limits: sandbox.Lim
         failed = next((r for r in records if "import_error" in r or "import_timeout" in r), None)
         if failed is not None or not any(r.get("imported") is True for r in records):
             if first == 0:
-                report.import_failure = _import_failure(failed, exit, limits)
+                report.import_failure = _import_failure(failed, exit, limits, locate)
             else:  # what ran before the restart keeps its outcomes
                 report.unfinished = f"importing tinytorch failed when the grader started it again: " \
-                                    f"{_import_failure(failed, exit, limits)}"
+                                    f"{_import_failure(failed, exit, limits, locate)}"
             return report
         current, finished, broken = _read_sequence(records, names[first:], report)
         if finished:
@@ -286,15 +291,21 @@ def _read_sequence(records: list[dict], names: list[str], report: Report) -> tup
     return current, False, False
 
 
-def _import_failure(record: dict | None, exit: sandbox.Exit, limits: sandbox.Limits) -> str:
-    where = f" (at {_text(record['where'], 120)})" if record and record.get("where") else ""
+def _import_failure(record: dict | None, exit: sandbox.Exit, limits: sandbox.Limits,
+                    locate: Locate | None = None) -> str:
     if record is None:
         return f"importing tinytorch stopped the grader: {_ending(exit, limits)}"
+    reported = _text(record["where"], 120) if record.get("where") else ""
+    cell = locate(reported) if locate is not None and reported else None
     if "import_timeout" in record:
         spent = f"{IMPORT_CPU_SECONDS:g} s of CPU time" if record["import_timeout"] == "cpu" else \
             f"{3 * IMPORT_CPU_SECONDS:g} s (it was waiting)"
+        where = f" (in {cell})" if cell else f" (at {reported})" if reported else ""
         return (f"importing tinytorch did not finish within {spent}{where}: "
                 f"look for a loop, a wait or a long computation at the top level of an exported cell")
+    if cell:  # one sentence of about 300 characters at most: the error, then its cell
+        return f"your package could not be imported: {_text(record['import_error'], 120)}, raised in {cell}"
+    where = f" (at {reported})" if reported else ""
     return f"your package could not be imported: {_text(record['import_error'])}{where}"
 
 
@@ -373,8 +384,8 @@ def _failure(check: Check, what: str, outcome: dict) -> str | None:
 
 
 def grade_stage(plan: Plan, package: Path, *, isolation: str, limits: sandbox.Limits,
-                slot: int = 0) -> StageResult:
-    report = run_checks(plan, package, isolation=isolation, limits=limits, slot=slot)
+                slot: int = 0, locate: Locate | None = None) -> StageResult:
+    report = run_checks(plan, package, isolation=isolation, limits=limits, slot=slot, locate=locate)
     tests = judge(plan, report)
     notes = [report.import_failure] if report.import_failure else []
     return StageResult(plan.stage.number, sum(t.points for t in tests), plan.max_score, plan.seed, tests, notes)

@@ -15,14 +15,15 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 from tito.errors import TitoError
 from tito.project import Stage
 
 BEGIN_SOLUTION = re.compile(r"^(?P<indent>\s*)### BEGIN SOLUTION (?P<task>\d\d\.\d+) (?P<name>\S.*?)\s*$")
 END_SOLUTION = re.compile(r"^\s*### END SOLUTION\s*$")
-BEGIN_STUDENT = re.compile(r"^\s*### BEGIN YOUR SOLUTION \(Task \d\d\.\d+\)\s*$")
+BEGIN_STUDENT = re.compile(r"^\s*### BEGIN YOUR SOLUTION \(Task (?P<task>\d\d\.\d+)\)\s*$")
 END_STUDENT = re.compile(r"^\s*### END YOUR SOLUTION\s*$")
 STUB_RAISE = re.compile(
     r'raise NotImplementedError\("Task (?P<task>\d\d\.\d+): (?P<name>.+?) is not implemented yet"\)')
@@ -93,6 +94,15 @@ def source_tasks(stage: Stage) -> list[Task]:
     return list(seen.values())
 
 
+def task_regions(stage: Stage) -> dict[str, int]:
+    """Task id -> how many solution regions the stage's source has for it (each is one stub to fill)."""
+    counts: dict[str, int] = {}
+    for line in stage.source.read_text(encoding="utf-8").splitlines():
+        if match := BEGIN_SOLUTION.match(line):
+            counts[match["task"]] = counts.get(match["task"], 0) + 1
+    return counts
+
+
 def read_source(stage: Stage) -> Any:
     import jupytext
 
@@ -104,10 +114,14 @@ def read_source(stage: Stage) -> Any:
 
 
 def read_notebook(stage: Stage) -> Node:
-    """The student's notebook, or a TitoError naming it when it is missing or not a notebook."""
+    """The student's notebook, or a TitoError naming it when it is missing (and naming the other notebooks
+    in its folder, which may hold the work) or not a notebook."""
     path = stage.notebook
     where = stage.relative(path)
     if not path.is_file():
+        others = other_notebooks(stage)
+        if others:
+            raise TitoError(missing_beside(stage, others))
         raise TitoError(f"{where} is missing: run `tito build` to generate it")
     try:
         return parse_notebook(path.read_text(encoding="utf-8"))
@@ -115,6 +129,116 @@ def read_notebook(stage: Stage) -> Node:
         reason = " ".join(str(error).split())[:160]
         raise TitoError(f"{where} is not a readable Jupyter notebook ({reason}); "
                         f"repair it, or move it aside and run `tito build` for a fresh copy") from None
+
+
+def other_notebooks(stage: Stage) -> dict[Path, int | None]:
+    """The other notebooks in a stage's folder (a JupyterLab "Duplicate", a renamed copy), each with its
+    number of tasks done (None when it is not a readable notebook); checkpoints and hidden files aside."""
+    folder = stage.notebook.parent
+    found: dict[Path, int | None] = {}
+    for path in sorted(folder.glob("*.ipynb")) if folder.is_dir() else []:
+        if path != stage.notebook and not path.name.startswith(".") and path.is_file():
+            try:
+                found[path] = len(progress(stage, parse_notebook(path.read_text(encoding="utf-8"))).done)
+            except (ValueError, OSError, RecursionError, MemoryError):
+                found[path] = None
+    return found
+
+
+def holds_work(others: dict[Path, int | None]) -> bool:
+    """Whether any of `other_notebooks` may be someone's work: tasks done, or not readable."""
+    return any(done != 0 for done in others.values())
+
+
+def _named(stage: Stage, others: dict[Path, int | None]) -> str:
+    total = len(source_tasks(stage))
+    return ", ".join(f"{stage.relative(path)} ("
+                     + ("not a readable notebook" if done is None else f"{done} of {total} tasks done") + ")"
+                     for path, done in others.items())
+
+
+def missing_beside(stage: Stage, others: dict[Path, int | None]) -> str:
+    """The sentence for a missing stage notebook whose folder holds other notebooks."""
+    where = stage.relative(stage.notebook)
+    build = "tito build --force" if holds_work(others) else "tito build"
+    return (f"{where} is missing, and its folder holds {_named(stage, others)}: tito grades only {where}, so "
+            f"rename or copy your work to that name (`{build} {stage.number}` writes a fresh blank notebook "
+            f"there instead)")
+
+
+def check_other_notebooks(stage: Stage) -> str:
+    """"" when a stage's folder holds only its notebook; a warning naming the others when none of them has
+    more tasks done; a TitoError naming both when one has (tito would grade the wrong one)."""
+    others = other_notebooks(stage)
+    if not others:
+        return ""
+    where = stage.relative(stage.notebook)
+    done = len(progress(stage, read_notebook(stage)).done)
+    ahead: dict[Path, int | None] = {path: n for path, n in others.items() if n is not None and n > done}
+    if ahead:
+        total = len(source_tasks(stage))
+        folder = stage.relative(stage.notebook.parent)
+        raise TitoError(f"{_named(stage, ahead)} has more tasks done than {where} ({done} of {total}), the "
+                        f"notebook tito grades: copy your work into {where}, or delete the other notebook or "
+                        f"move it out of {folder}/")
+    return f"tito grades {where} ({done} tasks done) and ignores {_named(stage, others)} beside it"
+
+
+@dataclass
+class Progress:
+    """Where a student notebook stands: a task is done when each of its solution regions is in an exported
+    cell that compiles and holds no stub."""
+    tasks: list[Task]
+    stubs: dict[str, list[str]]  # task id -> names of the stubs left
+    broken: dict[str, list[int]]  # task id -> the cells with a syntax error that hold its regions
+    missing: dict[str, list[int]]  # task id -> [regions found in exported cells, regions in the source]
+
+    @property
+    def done(self) -> list[Task]:
+        left = {*self.stubs, *self.broken, *self.missing}
+        return [task for task in self.tasks if task.id not in left]
+
+    def problems(self) -> list[str]:
+        """One phrase per task in a cell with a syntax error or with a solution region missing."""
+        said = []
+        for task in self.tasks:
+            if task.id in self.broken:
+                cells = self.broken[task.id]
+                said.append(f"{task.id} {task.name} is in a cell with a syntax error "
+                            f"(cell{'s' if len(cells) > 1 else ''} {', '.join(map(str, cells))})")
+            elif task.id in self.missing:
+                found, wanted = self.missing[task.id]
+                what = "its solution region is" if wanted == 1 else f"its {wanted} solution regions are" \
+                    if found == 0 else f"{wanted - found} of its {wanted} solution regions are"
+                said.append(f"{task.id} {task.name}: {what} missing (deleted cell or markers?)")
+        return said
+
+
+def progress(stage: Stage, notebook: Any) -> Progress:
+    """The tasks of a stage done in a student notebook, and those in a cell with a syntax error, missing, or
+    still stubs (only `#| export` cells count: they are what gets graded)."""
+    regions = task_regions(stage)
+    found: dict[str, int] = {}
+    stubs: dict[str, list[str]] = {}
+    broken: dict[str, list[int]] = {}
+    for number, cell in enumerate(notebook.cells, start=1):
+        if cell.cell_type != "code" or "export" not in directives(cell.source):
+            continue
+        held = [m["task"] for line in cell.source.splitlines() if (m := BEGIN_STUDENT.match(line))]
+        for task in held:
+            found[task] = found.get(task, 0) + 1
+        try:
+            compile(strip_markers(cell.source), f"cell {number}", "exec")
+        except SyntaxError:
+            for task in dict.fromkeys(held):
+                broken.setdefault(task, []).append(number)
+            continue
+        for match in STUB_RAISE.finditer(cell.source):
+            names = stubs.setdefault(match["task"], [])
+            if match["name"] not in names:  # several regions of one task often share its name
+                names.append(match["name"])
+    missing = {task: [found.get(task, 0), wanted] for task, wanted in regions.items() if found.get(task, 0) < wanted}
+    return Progress(source_tasks(stage), stubs, broken, missing)
 
 
 def tasks(notebook: Any) -> list[Task]:
@@ -126,18 +250,6 @@ def tasks(notebook: Any) -> list[Task]:
             if match and match["task"] not in seen:
                 seen[match["task"]] = Task(match["task"], match["name"])
     return list(seen.values())
-
-
-def stubbed_tasks(notebook: Any) -> dict[str, list[str]]:
-    """Task id -> names of the stubs still left for it in a student notebook."""
-    left: dict[str, list[str]] = {}
-    for cell in notebook.cells:
-        if cell.cell_type == "code":
-            for match in STUB_RAISE.finditer(cell.source):
-                names = left.setdefault(match["task"], [])
-                if match["name"] not in names:  # several regions of one task often share its name
-                    names.append(match["name"])
-    return left
 
 
 def stub_out(source: str, where: str) -> str:
@@ -177,10 +289,17 @@ def solution_regions(source: str) -> list[tuple[int, int, str]]:
     return regions
 
 
+def kept_lines(source: str) -> list[int]:
+    """The numbers (from 1) of the lines of a cell that `strip_markers` keeps."""
+    markers = (BEGIN_SOLUTION, END_SOLUTION, BEGIN_STUDENT, END_STUDENT, DIRECTIVE)
+    return [number for number, line in enumerate(source.splitlines(), start=1)
+            if not any(p.match(line) for p in markers)]
+
+
 def strip_markers(source: str) -> str:
     """The code of a cell without solution markers and directives, as it goes into the package."""
-    markers = (BEGIN_SOLUTION, END_SOLUTION, BEGIN_STUDENT, END_STUDENT, DIRECTIVE)
-    return "\n".join(line for line in source.splitlines() if not any(p.match(line) for p in markers))
+    lines = source.splitlines()
+    return "\n".join(lines[number - 1] for number in kept_lines(source))
 
 
 def content_hash(notebook: Any) -> str:
@@ -241,9 +360,16 @@ def export_target(notebook: Any, where: str) -> str:
 NAMESPACE = re.compile(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*")
 
 
-def exported_cells(notebook: Any, where: str = "the notebook") -> list[tuple[int, str, str]]:
-    """(1-based cell number, code, namespace) of every `#| export` cell. The namespace is the directive's
-    argument (`#| export nn.functional` -> "nn.functional"), "" for the top-level `tinytorch`."""
+class ExportedCell(NamedTuple):
+    number: int  # from 1, as JupyterLab counts cells
+    code: str  # without markers and directives
+    namespace: str
+    lines: list[int]  # the cell's own number (from 1) of each line of `code`
+
+
+def exported_cells(notebook: Any, where: str = "the notebook") -> list[ExportedCell]:
+    """Every `#| export` cell. The namespace is the directive's argument (`#| export nn.functional` ->
+    "nn.functional"), "" for the top-level `tinytorch`."""
     cells = []
     for index, cell in enumerate(notebook.cells, start=1):
         if cell.cell_type != "code" or "export" not in directives(cell.source):
@@ -252,5 +378,5 @@ def exported_cells(notebook: Any, where: str = "the notebook") -> list[tuple[int
         if namespace and not NAMESPACE.fullmatch(namespace):
             raise TitoError(f"{where}, cell {index}: `#| export {namespace}` does not name a namespace like "
                             f"nn or nn.functional; restore the cell's first line")
-        cells.append((index, strip_markers(cell.source), namespace))
+        cells.append(ExportedCell(index, strip_markers(cell.source), namespace, kept_lines(cell.source)))
     return cells

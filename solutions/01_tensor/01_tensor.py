@@ -35,8 +35,8 @@
 # | the factories `zeros`, `ones`, `randn`, `arange` | 01.14 |
 #
 # numpy does the arithmetic. Your job is the framework around it: which dtype a tensor gets, which
-# shapes may meet, what an error says, and one table through which every operation passes, so that
-# module 02 can teach each operation its derivative without touching this file.
+# shapes may meet, what an error says, and one table through which every operator method of `Tensor`
+# passes, so that module 02 can teach each operation its derivative without touching this file.
 #
 # **How to work.** Every code cell that starts with `#| export` becomes part of the package
 # `tinytorch/core/tensor.py`<!-- tito --> when you run `tito export 01`<!-- /tito -->. Fill in each
@@ -55,8 +55,9 @@ import numpy as np
 
 # %% [markdown]
 # The package file starts with its imports and its public names. `__all__` is what
-# `import tinytorch as tt` puts into `tt`: `tt.Tensor`, `tt.zeros`, ... The op-table functions and the
-# kernels stay importable by their full path (`from tinytorch.core.tensor import matmul_kernel`).
+# `import tinytorch as tt` puts into `tt`, with PyTorch's names: `tt.Tensor`, `tt.as_tensor`,
+# `tt.zeros`, ... Everything else (the op table, the kernels) stays importable by its full path
+# (`from tinytorch.core.tensor import matmul_kernel`), which is how module 02 and the grader reach it.
 
 # %%
 #| export
@@ -64,52 +65,53 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["Tensor", "zeros", "ones", "randn", "arange", "manual_seed"]
+__all__ = ["Tensor", "as_tensor", "zeros", "ones", "randn", "arange", "manual_seed"]
 
 # %% [markdown]
-# ## One table for every operation
+# ## One table for every operator
 #
-# `a + b` on two tensors does not call numpy directly. It calls `dispatch("add", a, b)`, which looks up
-# `"add"` in a table, `_OPS`, and calls whatever is registered there:
+# `a + b` on two tensors does not call numpy directly. `Tensor.__add__` looks up the op named `"add"`
+# in a table, `_OPS`, and calls whatever is registered there:
 #
 # ```
-# a + b  ->  Tensor.__add__  ->  dispatch("add", a, b)  ->  _OPS["add"](a, b)  ->  Tensor
+# a + b  ->  Tensor.__add__  ->  _OPS["add"](a, b)  ->  Tensor
 # ```
 #
 # In this module each entry of the table is a plain **kernel**: a numpy function from arrays to an
-# array, such as `add_kernel(a, b) = np.add(a, b)`, registered with the decorator
-# `@register_kernel("add")`. The decorator unwraps the operands (a Tensor gives its array, a Python
-# number stays a Python number) and wraps the result in a new Tensor.
+# array, such as `add_kernel(a, b) = np.add(a, b)`, registered with the decorator `@register_kernel`.
+# The op's name comes from the kernel's: `add_kernel` is the op `"add"`, so every op is spelled one way.
+# The decorator unwraps the operands (a Tensor gives its array, a Python number stays a Python number)
+# and wraps the result in a new Tensor.
 #
 # Why the indirection? In module 02 every operation needs a second half, its derivative. Module 02
-# calls `register_op("add", ...)` with a version of add that also records the operation in a graph,
-# and from then on every `a + b` is differentiable. It never edits this file and never replaces a
-# method of `Tensor` from outside (monkey-patching); the table is the one, documented place where a
-# later module extends an earlier one. PyTorch's dispatcher works the same way: the autograd layer
-# wraps the kernels.
+# registers, under the same name, a version of add that also records the operation in a graph, and
+# from then on every `a + b` is differentiable. It never edits this file and never replaces a method of
+# `Tensor` from outside (monkey-patching); the table is the one, documented place where a later module
+# upgrades the operators of this one. PyTorch's dispatcher works the same way: the autograd layer wraps
+# the kernels. (Operations that later modules add, such as `relu` in 03, are born differentiable and
+# have no plain kernel to upgrade: they call their op directly, without the table.)
 #
-# `backward` goes through the table too; until module 02 registers it, calling it says so.
+# `backward()` is not an operator. Its engine arrives with module 02, which plugs it in with
+# `register_autograd(engine)`; until then, calling it says so.
 #
 # This cell is given: read it, you will use `register_kernel` for every kernel you write.
 
 # %%
 #| export
-_OPS: dict[str, Callable[..., "Tensor"]] = {}
+class _OpTable(dict):
+    """op name -> implementation `impl(*operands, **params) -> Tensor`; a missing op says so."""
+
+    def __missing__(self, name):
+        raise NotImplementedError(f"no op named {name!r} is registered: run the cell that defines it "
+                                  f"(or export the module that does)")
+
+
+_OPS: dict[str, Callable[..., "Tensor"]] = _OpTable()
 
 
 def register_op(name: str, impl: Callable[..., "Tensor"]) -> None:
     """Make `impl(*operands, **params) -> Tensor` the implementation of op `name` (replacing any earlier one)."""
     _OPS[name] = impl
-
-
-def dispatch(name: str, *operands, **params) -> "Tensor":
-    """Run op `name` on `operands`: every Tensor operation goes through here."""
-    impl = _OPS.get(name)
-    if impl is None:
-        if name == "backward":
-            raise NotImplementedError("backward() arrives with module 02_autograd: export 02 to use it")
-        raise NotImplementedError(f"no op named {name!r} is registered")
-    return impl(*operands, **params)
 
 
 def _as_array(operand):
@@ -121,15 +123,22 @@ def _as_array(operand):
     return Tensor(operand).data
 
 
-def register_kernel(name: str):
-    """Decorator: register numpy kernel `fn(*arrays, **params) -> array` as op `name`; returns `fn` unchanged."""
-    def decorate(kernel):
-        def impl(*operands, **params):
-            return Tensor(kernel(*[_as_array(operand) for operand in operands], **params))
-        impl.__name__ = f"{name}_op"
-        register_op(name, impl)
-        return kernel
-    return decorate
+def register_kernel(kernel):
+    """Decorator: register numpy kernel `name_kernel(*arrays, **params) -> array` as op "name"; returns
+    the kernel unchanged."""
+    def impl(*operands, **params):
+        return Tensor(kernel(*[_as_array(operand) for operand in operands], **params))
+    register_op(kernel.__name__.removesuffix("_kernel"), impl)
+    return kernel
+
+
+_autograd = None  # the engine behind Tensor.backward(); module 02 plugs it in
+
+
+def register_autograd(engine: Callable) -> None:
+    """Make `engine(tensor, gradient, retain_graph, create_graph)` what `Tensor.backward()` runs."""
+    global _autograd
+    _autograd = engine
 
 
 def _as_tuple(args: tuple) -> tuple:
@@ -145,7 +154,8 @@ def _as_tuple(args: tuple) -> tuple:
 # A `Tensor` holds its numbers in `self.data`, a numpy array, plus three attributes that module 02
 # uses: `requires_grad` (should gradients flow into this tensor?), `grad` (the gradient, once computed)
 # and `grad_fn` (the operation that produced this tensor; `None` for a tensor you made yourself, a
-# *leaf*).
+# *leaf*). The small methods around them (`is_leaf`, `requires_grad_()`, `retain_grad()`, `detach()`)
+# are given; module 02 explains what they are for.
 #
 # ### The dtype rule (task 01.1)
 #
@@ -203,7 +213,7 @@ def _as_tuple(args: tuple) -> tuple:
 # `t.numpy()` returns the array itself; `t.item()` returns the one number of a one-element tensor as a
 # Python `float`, `int` or `bool` (numpy's `array.item()` does this).
 #
-# The operator methods below are given: each is one call to `dispatch`. The class is one cell, since
+# The operator methods below are given: each is one lookup in `_OPS`. The class is one cell, since
 # Python cannot split a class across cells; your regions for 01.1, 01.2 and 01.3 are in it.
 
 # %%
@@ -220,7 +230,9 @@ class Tensor:
             data = data.data
         if dtype is not None:
             array = np.asarray(data, dtype=dtype)
-        elif isinstance(data, (np.ndarray, np.generic)):
+        elif isinstance(data, np.ndarray):
+            array = data
+        elif isinstance(data, np.generic):
             array = np.asarray(data)
         else:
             array = np.asarray(data)
@@ -231,10 +243,27 @@ class Tensor:
         self.requires_grad = bool(requires_grad)
         self.grad: "Tensor | None" = None
         self.grad_fn = None  # set by module 02 on the results of operations
+        self.retains_grad = False
 
     @property
     def is_leaf(self) -> bool:
+        """True for a tensor no recorded op produced: made by you, or computed without grad."""
         return self.grad_fn is None
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        """Switch gradient tracking of this leaf on (or off), in place; returns the tensor."""
+        if not requires_grad and self.grad_fn is not None:
+            raise RuntimeError("requires_grad_(False) works on leaves only: this tensor was computed by an op "
+                               "that records a graph; use detach() for a copy outside the graph")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def retain_grad(self) -> None:
+        """Keep .grad on this non-leaf tensor after backward() (leaves keep theirs anyway)."""
+        if not self.requires_grad:
+            raise RuntimeError("retain_grad() on a tensor that does not require grad: no gradient reaches it")
+        if self.grad_fn is not None:
+            self.retains_grad = True
 
     # --- shape and strides -------------------------------------------------------------------------
 
@@ -309,62 +338,72 @@ class Tensor:
 
     # --- operations: each one goes through the op table --------------------------------------------
 
-    def __add__(self, other): return dispatch("add", self, other)
-    def __radd__(self, other): return dispatch("add", other, self)
-    def __sub__(self, other): return dispatch("sub", self, other)
-    def __rsub__(self, other): return dispatch("sub", other, self)
-    def __mul__(self, other): return dispatch("mul", self, other)
-    def __rmul__(self, other): return dispatch("mul", other, self)
-    def __truediv__(self, other): return dispatch("div", self, other)
-    def __rtruediv__(self, other): return dispatch("div", other, self)
-    def __pow__(self, other): return dispatch("pow", self, other)
-    def __rpow__(self, other): return dispatch("pow", other, self)
-    def __neg__(self): return dispatch("neg", self)
-    def __matmul__(self, other): return dispatch("matmul", self, other)
-    def __rmatmul__(self, other): return dispatch("matmul", other, self)
+    def __add__(self, other): return _OPS["add"](self, other)
+    def __radd__(self, other): return _OPS["add"](other, self)
+    def __sub__(self, other): return _OPS["sub"](self, other)
+    def __rsub__(self, other): return _OPS["sub"](other, self)
+    def __mul__(self, other): return _OPS["mul"](self, other)
+    def __rmul__(self, other): return _OPS["mul"](other, self)
+    def __truediv__(self, other): return _OPS["div"](self, other)
+    def __rtruediv__(self, other): return _OPS["div"](other, self)
+    def __pow__(self, other): return _OPS["pow"](self, other)
+    def __rpow__(self, other): return _OPS["pow"](other, self)
+    def __neg__(self): return _OPS["neg"](self)
+    def __matmul__(self, other): return _OPS["matmul"](self, other)
+    def __rmatmul__(self, other): return _OPS["matmul"](other, self)
 
-    def exp(self): return dispatch("exp", self)
-    def log(self): return dispatch("log", self)
-    def sqrt(self): return dispatch("sqrt", self)
+    def exp(self): return _OPS["exp"](self)
+    def log(self): return _OPS["log"](self)
+    def sqrt(self): return _OPS["sqrt"](self)
 
     def sum(self, axis=None, keepdims: bool = False):
-        return dispatch("sum", self, axis=axis, keepdims=keepdims)
+        return _OPS["sum"](self, axis=axis, keepdims=keepdims)
 
     def mean(self, axis=None, keepdims: bool = False):
-        return dispatch("mean", self, axis=axis, keepdims=keepdims)
+        return _OPS["mean"](self, axis=axis, keepdims=keepdims)
 
     def max(self, axis=None, keepdims: bool = False):
-        return dispatch("max", self, axis=axis, keepdims=keepdims)
+        return _OPS["max"](self, axis=axis, keepdims=keepdims)
 
     def reshape(self, *shape):
         """t.reshape(2, 3) or t.reshape((2, 3)); one size may be -1."""
-        return dispatch("reshape", self, shape=_as_tuple(shape))
+        return _OPS["reshape"](self, shape=_as_tuple(shape))
 
     def permute(self, *dims):
         """Axis i of the result is axis dims[i] of this tensor."""
-        return dispatch("permute", self, dims=_as_tuple(dims))
+        return _OPS["permute"](self, dims=_as_tuple(dims))
 
     def transpose(self, dim0: int, dim1: int):
         """Swap two axes."""
         dims = list(range(self.data.ndim))
         dims[dim0], dims[dim1] = dims[dim1], dims[dim0]
-        return dispatch("permute", self, dims=tuple(dims))
+        return _OPS["permute"](self, dims=tuple(dims))
 
     @property
     def T(self):
         """All axes reversed (numpy's .T)."""
-        return dispatch("permute", self, dims=tuple(reversed(range(self.data.ndim))))
+        return _OPS["permute"](self, dims=tuple(reversed(range(self.data.ndim))))
 
     def __getitem__(self, index):
-        return dispatch("getitem", self, index=unwrap_index(index))
+        return _OPS["getitem"](self, index=unwrap_index(index))
 
     def detach(self) -> "Tensor":
         """A new leaf sharing this tensor's data, outside any graph."""
         return Tensor(self.data)
 
-    def backward(self, grad=None):
-        """Gradients of this tensor with respect to the leaves that require them (module 02)."""
-        return dispatch("backward", self, grad)
+    def backward(self, gradient=None, retain_graph=None, create_graph: bool = False) -> None:
+        """Accumulate d(self)/d(leaf) into .grad of every leaf that requires grad (the engine of module 02)."""
+        if _autograd is None:
+            raise NotImplementedError("backward() arrives with module 02_autograd: export 02 to use it")
+        _autograd(self, gradient, retain_graph, create_graph)
+
+
+def as_tensor(data, dtype=None) -> Tensor:
+    """`data` as a Tensor: a Tensor of the wanted dtype is returned as it is (no copy), anything else is
+    made into one (arrays keep their memory when the dtype allows)."""
+    if isinstance(data, Tensor) and (dtype is None or data.dtype == np.dtype(dtype)):
+        return data
+    return Tensor(data, dtype=dtype)
 
 
 # %% [markdown]
@@ -380,6 +419,9 @@ assert Tensor(np.zeros(3, dtype=np.float64)).data.dtype == np.float64  # numpy a
 assert Tensor([1, 2], dtype=np.float32).data.dtype == np.float32
 assert Tensor(Tensor([1.0, 2.0])).data.tolist() == [1.0, 2.0]
 assert Tensor([1.0]).requires_grad is False and Tensor([1.0], requires_grad=True).requires_grad is True
+t = Tensor([1.0, 2.0])
+assert as_tensor(t) is t and as_tensor([1, 2]).dtype == np.int64 and as_tensor(t, dtype=np.float64).dtype == np.float64
+assert t.requires_grad_() is t and t.requires_grad and t.is_leaf
 
 # %% [markdown]
 # Test 01.2: shape and strides.
@@ -544,7 +586,7 @@ def binary_elementwise(op: str, ufunc, a, b):
 
 # %%
 #| export
-@register_kernel("add")
+@register_kernel
 def add_kernel(a, b):
     """a + b, broadcasting; a, b: arrays or Python numbers."""
     ### BEGIN SOLUTION 01.5 elementwise ops
@@ -554,7 +596,7 @@ def add_kernel(a, b):
 
 # %%
 #| export
-@register_kernel("sub")
+@register_kernel
 def sub_kernel(a, b):
     """a - b, broadcasting."""
     ### BEGIN SOLUTION 01.5 elementwise ops
@@ -564,7 +606,7 @@ def sub_kernel(a, b):
 
 # %%
 #| export
-@register_kernel("mul")
+@register_kernel
 def mul_kernel(a, b):
     """a * b, broadcasting."""
     ### BEGIN SOLUTION 01.5 elementwise ops
@@ -574,7 +616,7 @@ def mul_kernel(a, b):
 
 # %%
 #| export
-@register_kernel("div")
+@register_kernel
 def div_kernel(a, b):
     """a / b (true division), broadcasting."""
     ### BEGIN SOLUTION 01.5 elementwise ops
@@ -584,7 +626,7 @@ def div_kernel(a, b):
 
 # %%
 #| export
-@register_kernel("pow")
+@register_kernel
 def pow_kernel(a, b):
     """a ** b, broadcasting."""
     ### BEGIN SOLUTION 01.5 elementwise ops
@@ -594,7 +636,7 @@ def pow_kernel(a, b):
 
 # %%
 #| export
-@register_kernel("neg")
+@register_kernel
 def neg_kernel(a):
     """-a."""
     ### BEGIN SOLUTION 01.5 elementwise ops
@@ -630,7 +672,7 @@ except ValueError as error:
 
 # %%
 #| export
-@register_kernel("exp")
+@register_kernel
 def exp_kernel(a):
     """e ** a, elementwise."""
     ### BEGIN SOLUTION 01.6 exp, log and sqrt
@@ -640,7 +682,7 @@ def exp_kernel(a):
 
 # %%
 #| export
-@register_kernel("log")
+@register_kernel
 def log_kernel(a):
     """Natural logarithm, elementwise."""
     ### BEGIN SOLUTION 01.6 exp, log and sqrt
@@ -650,7 +692,7 @@ def log_kernel(a):
 
 # %%
 #| export
-@register_kernel("sqrt")
+@register_kernel
 def sqrt_kernel(a):
     """Square root, elementwise."""
     ### BEGIN SOLUTION 01.6 exp, log and sqrt
@@ -695,7 +737,7 @@ assert Tensor([4.0, 9.0]).sqrt().data.tolist() == [2.0, 3.0]
 
 # %%
 #| export
-@register_kernel("matmul")
+@register_kernel
 def matmul_kernel(a, b):
     """a @ b like np.matmul: (..., n, k) @ (..., k, m) -> (..., n, m); 1-d operands are vectors."""
     ### BEGIN SOLUTION 01.7 matmul
@@ -757,7 +799,7 @@ except ValueError as error:
 
 # %%
 #| export
-@register_kernel("sum")
+@register_kernel
 def sum_kernel(a, axis=None, keepdims: bool = False):
     """Sum over `axis` (None: all; int or tuple; negative counts from the end)."""
     ### BEGIN SOLUTION 01.8 sum
@@ -778,7 +820,7 @@ assert Tensor(np.zeros((0, 3), np.float32)).sum(axis=0).data.tolist() == [0.0, 0
 
 # %%
 #| export
-@register_kernel("mean")
+@register_kernel
 def mean_kernel(a, axis=None, keepdims: bool = False):
     """Mean over `axis`: sum / number of elements reduced."""
     ### BEGIN SOLUTION 01.9 mean
@@ -808,7 +850,7 @@ assert np.isnan(Tensor(np.zeros((0, 2), np.float32)).mean(axis=0).data).all()
 
 # %%
 #| export
-@register_kernel("max")
+@register_kernel
 def max_kernel(a, axis=None, keepdims: bool = False):
     """Largest element over `axis` (values only); ValueError over an empty axis."""
     ### BEGIN SOLUTION 01.10 max
@@ -844,7 +886,7 @@ except ValueError:
 
 # %%
 #| export
-@register_kernel("reshape")
+@register_kernel
 def reshape_kernel(a, shape: tuple):
     """a's elements in row-major order, laid out in `shape` (one entry may be -1); a view when a is contiguous."""
     ### BEGIN SOLUTION 01.11 reshape
@@ -884,7 +926,7 @@ except ValueError as error:
 
 # %%
 #| export
-@register_kernel("permute")
+@register_kernel
 def permute_kernel(a, dims: tuple):
     """a with its axes reordered: axis i of the result is axis dims[i] of a (a view)."""
     ### BEGIN SOLUTION 01.12 permute
@@ -926,7 +968,7 @@ except ValueError:
 # | `t[..., 0]` | `...` stands for as many `:` as needed | |
 # | `t[[0, 0, 2]]`, `t[np.array(...)]`, `t[Tensor(...)]` | integer arrays pick positions (repeats allowed) | a copy |
 #
-# `Tensor.__getitem__` is given: it calls `dispatch("getitem", self, index=unwrap_index(index))`.
+# `Tensor.__getitem__` is given: it calls `_OPS["getitem"](self, index=unwrap_index(index))`.
 # numpy does not know our Tensor, so `unwrap_index` replaces every Tensor in the index (on its own or
 # inside a tuple) by its array and leaves everything else as it is. The kernel then indexes.
 
@@ -945,7 +987,7 @@ def unwrap_index(index):
 
 # %%
 #| export
-@register_kernel("getitem")
+@register_kernel
 def getitem_kernel(a, index):
     """a[index] with numpy's rules: ints, slices, None, Ellipsis, integer arrays."""
     ### BEGIN SOLUTION 01.13 indexing
@@ -1048,7 +1090,7 @@ assert abs(big.data.mean()) < 0.02 and abs(big.data.std() - 1) < 0.02
 #
 # A tensor that knows its dtype, shape and strides, makes views instead of copies where it can,
 # broadcasts, multiplies batches of matrices, reduces along any axes, and explains itself when shapes
-# do not fit. Every operation went through `dispatch`:
+# do not fit. Every operator went through the table `_OPS`:
 
 # %%
 print(sorted(_OPS))

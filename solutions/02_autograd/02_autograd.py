@@ -11,17 +11,17 @@
 # | piece | what it does |
 # |---|---|
 # | `Context`, `Function`, `Function.apply` | an op as a `forward` and a `backward` side by side; `apply` records the graph |
-# | `topological_sort`, `backward` | the engine: order the graph, walk it in reverse, accumulate gradients |
+# | `topological_sort`, `backward` | the engine: order the graph, walk it in reverse, accumulate gradients, free what the graph saved |
 # | `no_grad` | switch graph recording off (evaluation, optimizer updates) |
 # | `gradcheck` | compare any backward with finite differences |
 # | `unbroadcast` | the one helper that undoes broadcasting in a gradient |
 # | `Add`, `Sub`, `Mul`, ..., `GetItem` | one `Function` per op of 01, registered under 01's op name |
 #
-# You will not edit a line of 01. In 01 every operator went through `dispatch(op_name, ...)`, which
-# looks the op up in one table that `register_op` fills. Registering a `Function` under the same name
-# replaces the plain kernel by a differentiable op: `a + b` keeps calling `dispatch("add", a, b)`, and
-# now lands in `Add.apply`. That table is the one registration point between modules, the way PyTorch's
-# dispatcher lets its autograd layer wrap the kernels.
+# You will not edit a line of 01. In 01 every operator looked its op up by name in one table, `_OPS`.
+# Registering a `Function` under the same name replaces the plain kernel by a differentiable op:
+# `a + b` keeps calling `_OPS["add"](a, b)`, and now lands in `Add.apply`. That table is the one place
+# where this module upgrades 01's operators, the way PyTorch's dispatcher lets its autograd layer wrap
+# the kernels; `register_autograd(backward)` plugs the engine into `Tensor.backward()`.
 #
 # **Before you start.** This notebook runs on *your* 01: its first exported cell imports `Tensor` from the
 # package that your 01 became. <!-- tito -->Finish 01 (`tito test 01` at full marks), run `tito export 01`,
@@ -42,13 +42,24 @@ import numpy as np
 import numpy as np
 
 from tinytorch.core.tensor import (
-    Tensor, register_op, _as_array,
+    Tensor, register_op, register_autograd, _as_array,
     add_kernel, sub_kernel, mul_kernel, div_kernel, pow_kernel, neg_kernel, exp_kernel, log_kernel,
     sqrt_kernel, matmul_kernel, sum_kernel, mean_kernel, max_kernel, reshape_kernel, permute_kernel,
     getitem_kernel,
 )
 
-__all__ = ["Function", "Context", "no_grad", "is_grad_enabled", "gradcheck", "GradcheckError"]
+__all__ = ["Function", "Context", "backward", "no_grad", "is_grad_enabled", "gradcheck", "GradcheckError"]
+
+# Where the names go: `tt.no_grad` and `tt.is_grad_enabled` at the top, as in PyTorch; the rest in
+# `tt.autograd` (`tt.autograd.Function`, `tt.autograd.backward`, `tt.autograd.gradcheck`); the cells
+# below say so in their `#| export` lines.
+
+_grad_enabled = True  # False inside `with no_grad():` (task 02.4)
+
+
+def is_grad_enabled() -> bool:
+    """True unless inside a `no_grad()` block."""
+    return _grad_enabled
 
 # %% [markdown]
 # ## The computation graph
@@ -64,9 +75,16 @@ __all__ = ["Function", "Context", "no_grad", "is_grad_enabled", "gradcheck", "Gr
 # ```
 #
 # `x`, `w` and `b` are *leaves*: nobody computed them, they were given. `h`, `z` and `loss` remember
-# the op that made them in their `grad_fn`: which `Function` ran, the `Context` holding what its
-# backward will need, and the operands it ran on. The graph is recorded as a side effect of computing,
-# so it is exactly the computation that happened, loops and `if`s included ("define by run").
+# the op that made them in their `grad_fn`: a `Context` that says which `Function` ran, holds what its
+# backward will need, and points to the operands it ran on. The graph is recorded as a side effect of
+# computing, so it is exactly the computation that happened, loops and `if`s included
+# ("define by run").
+#
+# Only what can carry a gradient enters the graph. Say `x` is data (`requires_grad=False`) and `w`, `b`
+# are parameters (`requires_grad=True`): the node of `x @ w` points to `w` and holds `None` where `x`
+# would be, so no gradient is ever computed or stored for `x`, and the graph does not keep `x` alive.
+# A tensor that requires grad and was not made by a recorded op is a leaf (`t.is_leaf`); its gradient
+# lands in `t.grad`.
 #
 # ## The chain rule in vector form
 #
@@ -93,46 +111,50 @@ __all__ = ["Function", "Context", "no_grad", "is_grad_enabled", "gradcheck", "Gr
 # - `backward(ctx, grad_output) -> tuple` returns one gradient per operand (an array with that
 #   operand's shape, or `None` for "no gradient").
 #
-# `Function.apply(*operands, **params)` is the only place the graph is recorded. It unwraps the
-# operands with 01's `_as_array` (a `Tensor` gives its `.data`, a Python scalar stays a scalar, exactly
-# as `register_kernel` does), runs `forward` under a fresh
-# `Context`, wraps the result in a `Tensor`, and, when grad mode is on and some operand is a `Tensor`
-# with `requires_grad=True`, marks the result `requires_grad=True` and sets its `grad_fn` to a `Node`
-# holding (the Function class, ctx, the operands). It also stores `ctx.needs_input_grad`, one bool per
-# operand, so that a backward can skip a gradient nobody wants (the exponent of `x ** 2`, the data
-# `x` in `x @ w`).
+# The `Context` (given) is also the node of the graph: the result's `grad_fn`. It knows its
+# `function`, its `inputs` (the operands that require grad, `None` in place of every other operand),
+# `needs_input_grad` (one bool per operand, so that a backward can skip a gradient nobody wants: the
+# exponent of `x ** 2`, the data `x` in `x @ w`), and what forward saved.
+#
+# `Function.apply(*operands, **params)` is the only place the graph is recorded:
+#
+# 1. `needs_input_grad`: for each operand, is it a `Tensor` with `requires_grad=True`?
+# 2. record = grad mode is on (`_grad_enabled`) and some operand needs a gradient.
+# 3. `ctx = Context(cls, inputs, needs_input_grad)`, with `inputs` the operands that need a gradient
+#    and `None` for the others when recording (an empty tuple when not: nothing is kept).
+# 4. Unwrap the operands with 01's `_as_array` (a `Tensor` gives its `.data`, a Python scalar stays a
+#    scalar, exactly as `register_kernel` does), run `cls.forward(ctx, *arrays, **params)` and wrap the
+#    result in a `Tensor`.
+# 5. When recording: the result gets `requires_grad = True` and `grad_fn = ctx`.
 
 # %%
-#| export
+#| export autograd
 class Context:
-    """What a forward leaves for its backward: `save_for_backward(*arrays)`, `saved_tensors`, free attributes."""
+    """A recorded op: its Function, its inputs (None for operands without grad), needs_input_grad, and
+    what forward saved for backward (`save_for_backward(*arrays)`, `saved_tensors`, free attributes)."""
 
-    def __init__(self):
-        self.saved_tensors = ()
-        self.needs_input_grad = ()
+    def __init__(self, function=None, inputs: tuple = (), needs_input_grad: tuple = ()):
+        self.function, self.inputs, self.needs_input_grad = function, inputs, needs_input_grad
+        self._saved: tuple | None = ()
 
-    def save_for_backward(self, *arrays):
-        self.saved_tensors = arrays
+    def save_for_backward(self, *arrays) -> None:
+        self._saved = arrays
 
+    @property
+    def saved_tensors(self) -> tuple:
+        if self._saved is None:
+            raise RuntimeError(f"{self.function.__name__}.backward needs the arrays its forward saved, and an "
+                               f"earlier backward() through this graph freed them: to run backward through a "
+                               f"graph twice, pass retain_graph=True to the first backward()")
+        return self._saved
 
-class Node:
-    """A tensor's `grad_fn`: the Function that made it, its Context and its operands."""
+    def free_saved(self) -> None:
+        """Drop what forward saved (the engine does this after the op's backward, unless retain_graph)."""
+        if self._saved:
+            self._saved = None
 
-    __slots__ = ("function", "ctx", "inputs")
-
-    def __init__(self, function, ctx, inputs):
-        self.function, self.ctx, self.inputs = function, ctx, inputs
-
-    def __repr__(self):
-        return f"<{self.function.__name__}Backward>"
-
-
-_grad_enabled = True
-
-
-def is_grad_enabled() -> bool:
-    """True unless inside a `no_grad()` block."""
-    return _grad_enabled
+    def __repr__(self) -> str:
+        return f"<{getattr(self.function, '__name__', 'Function')}Backward>"
 
 
 class Function:
@@ -149,16 +171,22 @@ class Function:
     @classmethod
     def apply(cls, *operands, **params) -> Tensor:
         """Run forward on the operands unwrapped by `_as_array` (Tensor -> its array, Python scalar
-        unchanged) under a fresh Context and wrap the result in a Tensor. Set ctx.needs_input_grad (one
-        bool per operand); when grad mode is on and an operand requires grad, the result requires grad
-        and its grad_fn is Node(cls, ctx, operands)."""
+        unchanged) with a Context, and wrap the result in a Tensor. When grad mode is on and an operand
+        requires grad, the result requires grad and its grad_fn is the Context, whose inputs hold the
+        operands that require grad (None for the others)."""
         ### BEGIN SOLUTION 02.1 Function.apply
-        ctx = Context()
-        ctx.needs_input_grad = tuple(isinstance(x, Tensor) and x.requires_grad for x in operands)
-        result = Tensor(cls.forward(ctx, *[_as_array(x) for x in operands], **params))
-        if _grad_enabled and any(ctx.needs_input_grad):
+        arrays, inputs, needs = [], [], []
+        for x in operands:
+            need = isinstance(x, Tensor) and x.requires_grad
+            arrays.append(x.data if isinstance(x, Tensor) else _as_array(x))
+            inputs.append(x if need else None)
+            needs.append(need)
+        record = _grad_enabled and True in needs
+        ctx = Context(cls, tuple(inputs) if record else (), tuple(needs))
+        result = Tensor(cls.forward(ctx, *arrays, **params))
+        if record:
             result.requires_grad = True
-            result.grad_fn = Node(cls, ctx, operands)
+            result.grad_fn = ctx
         return result
         ### END SOLUTION
 
@@ -184,7 +212,8 @@ class Square(Function):
 x = Tensor(np.array([1.0, -2.0, 3.0]), requires_grad=True)
 y = Square.apply(x)
 assert y.data.tolist() == [1.0, 4.0, 9.0] and y.requires_grad and y.grad_fn.function is Square
-assert y.grad_fn.inputs == (x,) and y.grad_fn.ctx.needs_input_grad == (True,)
+assert y.grad_fn.inputs == (x,) and y.grad_fn.needs_input_grad == (True,) and not y.is_leaf and x.is_leaf
+print(y.grad_fn)
 constant = Square.apply(Tensor(np.array([1.0, 2.0])))
 assert not constant.requires_grad and constant.grad_fn is None, "no operand requires grad: no graph"
 assert Square.apply(Tensor(np.float32(2.0))).dtype == np.float32, "forward's dtype is kept"
@@ -209,9 +238,10 @@ assert Square.apply(Tensor(np.float32(2.0))).dtype == np.float32, "forward's dty
 #
 # 1. `topological_sort(root)`: a depth-first search that pushes `(tensor, False)` to say "visit my
 #    inputs" and `(tensor, True)` to say "my inputs are done, append me". Each tensor is marked visited
-#    the first time, so a shared tensor is expanded once. Follow only inputs that are `Tensor`s with
-#    `requires_grad` (a Python scalar or a constant needs no gradient). Keep the visited tensors as a
-#    set of `id(tensor)`: identity is what matters, whatever `==` means for tensors.
+#    the first time, so a shared tensor is expanded once. A tensor's inputs are in
+#    `tensor.grad_fn.inputs` (a leaf has no `grad_fn`); skip the `None`s, which stand for operands that
+#    need no gradient. Keep the visited tensors as a set of `id(tensor)`: identity is what matters,
+#    whatever `==` means for tensors.
 # 2. `backward(root, grad)`: walk that order in reverse (below).
 
 # %%
@@ -233,7 +263,7 @@ def topological_sort(root: Tensor) -> list:
         stack.append((tensor, True))
         if tensor.grad_fn is not None:
             for operand in tensor.grad_fn.inputs:
-                if isinstance(operand, Tensor) and operand.requires_grad and id(operand) not in visited:
+                if operand is not None and id(operand) not in visited:
                     stack.append((operand, False))
     return order
     ### END SOLUTION
@@ -268,92 +298,118 @@ assert len(topological_sort(chain)) == 5001
 # %% [markdown]
 # ## The backward walk and gradient accumulation
 #
-# `backward(root, grad=None)`:
+# `backward(tensor, gradient=None, retain_graph=None, create_graph=False)`, PyTorch's names, is what
+# `tensor.backward(...)` runs (`register_autograd(backward)` below plugs it into 01's `Tensor`):
 #
-# 1. If `root` does not require grad there is nothing to differentiate: raise `RuntimeError`.
-# 2. Seed: ḡ_root = `grad`, or ones when `grad` is None. Ones only make sense for a scalar (d loss /
-#    d loss = 1); for any other shape PyTorch raises `RuntimeError("grad can be implicitly created only
-#    for scalar outputs")` and so do we.
+# 1. If `tensor` does not require grad there is nothing to differentiate: raise `RuntimeError`.
+# 2. Seed: ḡ = `gradient`, or ones when `gradient` is None. `gradient` arrives as a `Tensor` (or an
+#    array): take its array with `np.asarray(gradient)` (01's `Tensor.__array__` makes that work). Ones
+#    only make sense for a one-element tensor (d loss / d loss = 1); for any other size PyTorch raises
+#    `RuntimeError("grad can be implicitly created only for scalar outputs")` and so do we.
 # 3. Keep a dict `id(tensor) -> gradient so far`. Walk the topological order in reverse. For each
 #    tensor take its finished gradient; if it is a leaf, accumulate it into `.grad`; otherwise call its
-#    Function's backward and **add** each operand's gradient into the dict (`+`, never `=`: a tensor used
+#    Function's backward and **add** each input's gradient into the dict (`+`, never `=`: a tensor used
 #    twice gets two contributions).
+# 4. After an op's backward has run, free what its forward saved (`ctx.free_saved()`), unless
+#    `retain_graph=True`.
 #
-# `_input_gradients(node, grad_output)` (given) calls `node.function.backward(node.ctx, grad_output)`
-# and checks what comes back: one gradient per operand, each with its operand's shape. A wrong shape
-# from one of your backwards is then reported where it happens, naming the op and both shapes, instead
-# of as a broadcasting error three ops later. It returns `None` in place of the gradient of an operand
-# that needs none (a Python scalar, a constant tensor), so you can skip those.
+# `_input_gradients(ctx, grad_output)` (given) calls `ctx.function.backward(ctx, grad_output)` and
+# checks what comes back: one gradient per operand, each with its operand's shape. A wrong shape from
+# one of your backwards is then reported where it happens, naming the op and both shapes, instead of as
+# a broadcasting error three ops later. It returns `None` in place of the gradient of an operand that
+# needs none (a Python scalar, a constant tensor), so you can skip those.
 #
-# Only leaves get a `.grad` (as in PyTorch, intermediate results keep `.grad = None`): a `Tensor` of
-# the leaf's dtype. It **accumulates across calls**: a second `backward()` adds to what is there. That
-# is what lets you sum gradients over several mini-batches, and it is why a training loop must clear
-# the gradients (`p.grad = None`, `optimizer.zero_grad()` in module 06) before each step. Forgetting it
-# is one of the classic silent bugs of deep learning: training still runs, on stale gradients.
+# **Accumulation.** Only leaves get a `.grad` (as in PyTorch, intermediate results keep
+# `.grad = None` unless you ask with `t.retain_grad()`, which the engine honours the same way): a
+# `Tensor` of the leaf's dtype. It **accumulates across calls**: a second `backward()` adds to what is
+# there. That is what lets you sum gradients over several mini-batches, and it is why a training loop
+# must clear the gradients (`p.grad = None`, `optimizer.zero_grad()` in module 06) before each step.
+# Forgetting it is one of the classic silent bugs of deep learning: training still runs, on stale
+# gradients. Store a new gradient as a C-ordered copy (`np.array(g, dtype=leaf.dtype, order="C")`):
+# a gradient that arrives as a transposed view would otherwise make every optimizer update on it
+# stride through memory.
+#
+# **Why a graph is used once.** Every Context holds arrays its backward needs: the inputs of `a * b`,
+# the output of `exp`. For a network that is every activation of the forward pass, the bulk of training
+# memory. Once backward has used them they are dead weight, so the engine frees them as it goes, and a
+# second `backward()` through the same graph fails with an error that says what happened: the arrays
+# it needs are gone. That is PyTorch's behaviour too. When you do need two passes (two losses sharing a
+# trunk, each `backward`ed on its own), the first call passes `retain_graph=True`. `create_graph=True`
+# (a graph of the backward pass itself, for gradients of gradients) is beyond this course: raise
+# `NotImplementedError` for it.
 #
 # Never modify a gradient array in place: `Add.backward` hands the very same `grad_output` to both
 # operands, so the arrays in the dict may be shared. `g = g + h` makes a new array; `g += h` does not.
 
 # %%
-#| export
-def _input_gradients(node: Node, grad_output) -> list:
-    """node.function.backward(node.ctx, grad_output), checked: one array per operand, with the
-    operand's shape, for the operands that require grad; None for the others."""
-    grads = node.function.backward(node.ctx, grad_output)
-    if not isinstance(grads, (tuple, list)) or len(grads) != len(node.inputs):
-        raise RuntimeError(f"{node.function.__name__}.backward must return a tuple of {len(node.inputs)} "
+#| export autograd
+def _input_gradients(ctx: Context, grad_output) -> list:
+    """ctx.function.backward(ctx, grad_output), checked: one array per operand, with the operand's
+    shape, for the inputs that require grad; None for the others."""
+    grads = ctx.function.backward(ctx, grad_output)
+    if not isinstance(grads, (tuple, list)) or len(grads) != len(ctx.inputs):
+        raise RuntimeError(f"{ctx.function.__name__}.backward must return a tuple of {len(ctx.inputs)} "
                            f"gradients (one per operand), got {type(grads).__name__}")
     checked = []
-    for operand, grad in zip(node.inputs, grads):
-        if grad is None or not (isinstance(operand, Tensor) and operand.requires_grad):
+    for operand, grad in zip(ctx.inputs, grads):
+        if grad is None or operand is None:
             checked.append(None)
             continue
-        grad = np.asarray(grad)
-        if grad.shape != operand.shape:
-            raise RuntimeError(f"{node.function.__name__}.backward returned a gradient of shape "
+        if type(grad) is not np.ndarray:
+            grad = np.asarray(grad)
+        if grad.shape != operand.data.shape:
+            raise RuntimeError(f"{ctx.function.__name__}.backward returned a gradient of shape "
                                f"{grad.shape} for an operand of shape {operand.shape}")
         checked.append(grad)
     return checked
 
 
-def backward(tensor: Tensor, grad=None) -> None:
-    """Accumulate d(tensor)/d(leaf) (weighted by `grad`; ones for a scalar) into `.grad` of every leaf
-    that requires grad. Registered as the op "backward" that Tensor.backward dispatches to."""
+def backward(tensor: Tensor, gradient=None, retain_graph=None, create_graph: bool = False) -> None:
+    """Accumulate d(tensor)/d(leaf) (weighted by `gradient`; ones for a one-element tensor) into `.grad`
+    of every leaf that requires grad (and of tensors that called retain_grad()). Frees what the graph
+    saved unless retain_graph."""
     ### BEGIN SOLUTION 02.3 backward
+    if create_graph:
+        raise NotImplementedError("backward(create_graph=True): tinytorch does not record the backward pass, "
+                                  "so gradients of gradients are not available")
     if not tensor.requires_grad:
         raise RuntimeError("backward() needs a tensor that requires grad: none of the tensors it was "
                            "computed from has requires_grad=True")
-    if grad is None:
+    if gradient is None:
         if tensor.size != 1:
             raise RuntimeError(f"grad can be implicitly created only for scalar outputs (this tensor has "
-                               f"shape {tensor.shape}); pass the gradient: backward(grad)")
+                               f"shape {tensor.shape}); pass the gradient: backward(gradient)")
         grad = np.ones(tensor.shape, dtype=tensor.dtype)
-    grad = np.asarray(grad.data if isinstance(grad, Tensor) else grad)
-    if grad.shape != tensor.shape:
-        raise RuntimeError(f"backward: grad has shape {grad.shape} but the tensor has shape {tensor.shape}")
+    else:
+        grad = np.asarray(gradient)
+        if grad.shape != tensor.shape:
+            raise RuntimeError(f"backward: gradient has shape {grad.shape} but the tensor has shape "
+                               f"{tensor.shape}")
 
     grads = {id(tensor): grad}
-    for node_tensor in reversed(topological_sort(tensor)):
-        grad_output = grads.pop(id(node_tensor), None)
+    for node in reversed(topological_sort(tensor)):
+        grad_output = grads.pop(id(node), None)
         if grad_output is None:
             continue
-        if node_tensor.grad_fn is None:                       # a leaf: accumulate into .grad
-            if node_tensor.grad is None:
-                node_tensor.grad = Tensor(np.array(grad_output, dtype=node_tensor.dtype))
+        ctx = node.grad_fn
+        if ctx is None or node.retains_grad:                 # a leaf (or asked to): accumulate into .grad
+            if node.grad is None:
+                node.grad = Tensor(np.array(grad_output, dtype=node.dtype, order="C"))
             else:
-                total = node_tensor.grad.data + grad_output
-                node_tensor.grad = Tensor(total.astype(node_tensor.dtype, copy=False))
+                node.grad = Tensor((node.grad.data + grad_output).astype(node.dtype, copy=False))
+        if ctx is None:
             continue
-        node = node_tensor.grad_fn
-        for operand, operand_grad in zip(node.inputs, _input_gradients(node, grad_output)):
+        for operand, operand_grad in zip(ctx.inputs, _input_gradients(ctx, grad_output)):
             if operand_grad is None:                          # a constant, or no gradient
                 continue
             key = id(operand)
             grads[key] = operand_grad if key not in grads else grads[key] + operand_grad
+        if not retain_graph:
+            ctx.free_saved()
     ### END SOLUTION
 
 
-register_op("backward", backward)
+register_autograd(backward)
 
 # %%
 x = Tensor(np.array([1.0, -2.0, 3.0]), requires_grad=True)
@@ -378,9 +434,29 @@ assert x.grad.item() == 2.0 ** 50
 x = Tensor(np.array([1.0, -2.0, 3.0]), requires_grad=True)
 try:
     Square.apply(x).backward()
-    raise AssertionError("backward() of a non-scalar without grad must raise")
+    raise AssertionError("backward() of a non-scalar without a gradient must raise")
 except RuntimeError as error:
     assert "scalar" in str(error)
+
+# %% [markdown]
+# Twice through one graph: the first `backward()` frees what `Square` saved, so the second fails and
+# says why; with `retain_graph=True` the first call keeps it. And `retain_grad()` keeps the gradient of
+# an intermediate result, handy when you want to look inside a network.
+
+# %%
+x = Tensor(np.array([1.0, 2.0]), requires_grad=True)
+h = Square.apply(x)
+h.retain_grad()
+loss = Times.apply(h, Tensor(np.array([1.0, 1.0])))
+loss.backward(Tensor(np.ones(2)), retain_graph=True)
+loss.backward(Tensor(np.ones(2)))                      # fine: the first call kept the graph
+assert x.grad.data.tolist() == [4.0, 8.0] and h.grad.data.tolist() == [2.0, 2.0]
+try:
+    loss.backward(Tensor(np.ones(2)))
+    raise AssertionError("a third backward through a freed graph must raise")
+except RuntimeError as error:
+    print("as expected:", error)
+    assert "retain_graph=True" in str(error)
 
 # %% [markdown]
 # ## `no_grad` and `detach`
@@ -473,7 +549,7 @@ assert x.grad.data.tolist() == [1.0, 2.0], "no gradient flows through detach()"
 # no graph. It costs two forwards per element, so keep the inputs small: it is a test tool.
 
 # %%
-#| export
+#| export autograd
 class GradcheckError(RuntimeError):
     """backward and central differences disagree (raised by `gradcheck`)."""
 
@@ -553,6 +629,8 @@ def unbroadcast(grad, shape):
     """Sum `grad` over the axes that broadcasting added or stretched, so it gets `shape`."""
     ### BEGIN SOLUTION 02.6 unbroadcast
     grad = np.asarray(grad)
+    if grad.shape == tuple(shape):                      # nothing was broadcast: the common case
+        return grad
     extra = grad.ndim - len(shape)
     if extra > 0:
         grad = grad.sum(axis=tuple(range(extra)))
@@ -578,9 +656,10 @@ assert unbroadcast(g, ()) == g.sum()
 # the forward first: it tells you what is in `ctx`. The tests after each op run your `gradcheck` (task
 # 02.5) on it, in float64, on inputs drawn at random.
 #
-# `@differentiable("add")` is the registration: it calls `register_op("add", Add.apply)`, and from then
-# on `a + b`, `a.__radd__`, everything that dispatches `"add"`, runs `Add.apply` and records the graph.
-# Nothing in 01's source changes. An operand may be a Python scalar (`x * 2`, `1 - x`): the engine
+# `@differentiable` is the registration: on `class Add` it calls `register_op("add", Add.apply)` (the op's
+# name is the class's, lower-cased, so `Add` is op `"add"` as `add_kernel` was), and from then on `a + b`,
+# `a.__radd__`, every operator that looks up `"add"`, runs `Add.apply` and records the graph. Nothing in
+# 01's source changes. An operand may be a Python scalar (`x * 2`, `1 - x`): the engine
 # ignores the gradient you return for it, so `unbroadcast(..., np.shape(b))` (shape `()`) is fine, but
 # a backward must not crash on it.
 #
@@ -591,15 +670,13 @@ assert unbroadcast(g, ()) == g.sum()
 
 # %%
 #| export
-def differentiable(op_name: str):
-    """Class decorator: register `cls.apply` as the op `op_name` of tinytorch.core.tensor."""
-    def register(cls):
-        register_op(op_name, cls.apply)
-        return cls
-    return register
+def differentiable(cls):
+    """Class decorator: register `cls.apply` as the op of tinytorch.core.tensor named `cls.__name__.lower()`."""
+    register_op(cls.__name__.lower(), cls.apply)
+    return cls
 
 
-@differentiable("add")
+@differentiable
 class Add(Function):
     """z = a + b (broadcasting)"""
 
@@ -615,7 +692,7 @@ class Add(Function):
         ### END SOLUTION
 
 
-@differentiable("sub")
+@differentiable
 class Sub(Function):
     """z = a - b (broadcasting)"""
 
@@ -654,7 +731,7 @@ assert x.grad.data.tolist() == [2.0, 2.0, 2.0], "x used twice: both uses count"
 
 # %%
 #| export
-@differentiable("mul")
+@differentiable
 class Mul(Function):
     """z = a * b (broadcasting)"""
 
@@ -671,7 +748,7 @@ class Mul(Function):
         ### END SOLUTION
 
 
-@differentiable("div")
+@differentiable
 class Div(Function):
     """z = a / b (broadcasting)"""
 
@@ -706,7 +783,7 @@ assert gradcheck(lambda a: 3 / (a * a + 1) * 2.5, leaf(5))
 
 # %%
 #| export
-@differentiable("pow")
+@differentiable
 class Pow(Function):
     """z = a ** b (broadcasting)"""
 
@@ -729,7 +806,7 @@ class Pow(Function):
         ### END SOLUTION
 
 
-@differentiable("neg")
+@differentiable
 class Neg(Function):
     """z = -a"""
 
@@ -744,7 +821,7 @@ class Neg(Function):
         ### END SOLUTION
 
 
-@differentiable("exp")
+@differentiable
 class Exp(Function):
     """z = e ** a"""
 
@@ -762,7 +839,7 @@ class Exp(Function):
         ### END SOLUTION
 
 
-@differentiable("log")
+@differentiable
 class Log(Function):
     """z = ln a"""
 
@@ -779,7 +856,7 @@ class Log(Function):
         ### END SOLUTION
 
 
-@differentiable("sqrt")
+@differentiable
 class Sqrt(Function):
     """z = √a"""
 
@@ -836,7 +913,7 @@ assert x.grad.data.tolist() == [-4.0, 6.0]
 
 # %%
 #| export
-@differentiable("matmul")
+@differentiable
 class MatMul(Function):
     """z = a @ b as np.matmul: batched (batch axes broadcast), 1-d operands promoted"""
 
@@ -890,7 +967,7 @@ def _keepdims(array, axis, keepdims):
     return np.expand_dims(array, axis)
 
 
-@differentiable("sum")
+@differentiable
 class Sum(Function):
     """z = a.sum(axis, keepdims)"""
 
@@ -906,7 +983,7 @@ class Sum(Function):
         ### END SOLUTION
 
 
-@differentiable("mean")
+@differentiable
 class Mean(Function):
     """z = a.mean(axis, keepdims)"""
 
@@ -945,7 +1022,7 @@ for axis, keepdims in [(None, False), (None, True), (0, False), (-1, True), ((0,
 
 # %%
 #| export
-@differentiable("max")
+@differentiable
 class Max(Function):
     """z = a.max(axis, keepdims); ties share the gradient evenly"""
 
@@ -984,7 +1061,7 @@ assert x.grad.data.tolist() == [[0.0, 0.5, 0.5], [2.0, 2.0, 2.0]], x.grad
 
 # %%
 #| export
-@differentiable("reshape")
+@differentiable
 class Reshape(Function):
     """z = a.reshape(shape)"""
 
@@ -1000,7 +1077,7 @@ class Reshape(Function):
         ### END SOLUTION
 
 
-@differentiable("permute")
+@differentiable
 class Permute(Function):
     """z = a.permute(dims): axis i of z is axis dims[i] of a"""
 
@@ -1036,7 +1113,7 @@ assert gradcheck(lambda a: a.T * Tensor(np.arange(3.0)), leaf(3, 2))
 
 # %%
 #| export
-@differentiable("getitem")
+@differentiable
 class GetItem(Function):
     """z = a[index]: basic slices, ints, None, Ellipsis, integer arrays"""
 
@@ -1081,6 +1158,36 @@ loss = mlp_loss(x, w1, b1, w2)
 loss.backward()
 assert w1.grad.shape == w1.shape and w1.grad.dtype == np.float32 and x.grad is None
 assert gradcheck(mlp_loss, x, w1, b1, w2)
+
+# %% [markdown]
+# ## A picture of the graph
+#
+# The graph is plain data: each result's `grad_fn` names its op and points to its inputs, so walking it
+# from the loss draws it. Here is the graph of the opening example, `loss = ((x @ w) + b).sum()`, in
+# text: one line per tensor (its name or shape, and the op that made it), with the tensors it was
+# computed from indented below it. `x` is data (`requires_grad=False`), so it is not in the graph at
+# all; a tensor used twice would appear under each of its users. (The optional `graphviz` package could
+# draw the same walk as a picture; text needs nothing.)
+
+# %%
+def draw(tensor: Tensor, names: dict, indent: str = "") -> None:
+    """Print the graph behind `tensor`: one line per tensor, its inputs indented below it."""
+    label = names.get(id(tensor), f"tensor of shape {tensor.shape}")
+    print(f"{indent}{label}  <- {tensor.grad_fn!r}" if tensor.grad_fn is not None else f"{indent}{label}  (leaf)")
+    if tensor.grad_fn is not None:
+        for operand in tensor.grad_fn.inputs:
+            if operand is not None:
+                draw(operand, names, indent + "    ")
+
+
+x = Tensor(rng.standard_normal((4, 3)))
+w = Tensor(rng.standard_normal((3, 2)), requires_grad=True)
+b = Tensor(np.zeros(2), requires_grad=True)
+h = x @ w
+z = h + b
+loss = z.sum()
+draw(loss, {id(x): "x", id(w): "w", id(b): "b", id(h): "h", id(z): "z", id(loss): "loss"})
+assert h.grad_fn.inputs == (None, w), "x needs no gradient: the node holds None in its place"
 
 # %% [markdown]
 # And the engine is fast enough to train a GPT later: linear in the size of the graph, with no

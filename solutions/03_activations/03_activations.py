@@ -68,6 +68,8 @@ import numpy as np
 from tinytorch.core.autograd import Function
 from tinytorch.core.tensor import Tensor
 
+__all__ = ["relu", "sigmoid", "tanh", "gelu", "softmax", "log_softmax"]  # all in tt.nn.functional
+
 # %% [markdown]
 # ## The backward of an elementwise function
 #
@@ -264,8 +266,8 @@ assert gradcheck(tanh, leaf(3, 2, scale=2.0))
 #     gelu′(x) = Φ(x) + x · φ(x),        φ(x) = e^(−x²/2) / √(2π)
 #
 # numpy has no `erf` (it is in scipy and in Python's `math`, one number at a time), so it is given
-# below: a classic polynomial approximation (Abramowitz and Stegun 7.1.26), vectorised, accurate to
-# 1.5e-7, computed in float64 and returned in the input's dtype. It clips |x| at 6, where erf is 1 to
+# below as `_erf`, a private helper on numpy arrays (unlike PyTorch's `torch.erf`, which takes tensors):
+# a classic polynomial approximation (Abramowitz and Stegun 7.1.26), vectorised, accurate to 1.5e-7, computed in float64 and returned in the input's dtype. It clips |x| at 6, where erf is 1 to
 # double precision, so `exp(-x * x)` never sees a huge argument.
 #
 # Is it stable? For x = 1e4: erf = 1, Φ = 1, gelu = x; φ(1e4) = e^(−5e7) underflows to 0, silently.
@@ -276,7 +278,7 @@ assert gradcheck(tanh, leaf(3, 2, scale=2.0))
 
 # %%
 #| export
-def erf(x: np.ndarray) -> np.ndarray:
+def _erf(x: np.ndarray) -> np.ndarray:
     """Error function elementwise (Abramowitz & Stegun 7.1.26, |error| < 1.5e-7); float64 inside,
     returned in x's floating dtype (float64 for other inputs)."""
     x = np.asarray(x)
@@ -294,8 +296,8 @@ _GELU_CUBIC = 0.044715                         # the x³ coefficient of the tanh
 
 # %%
 x = np.linspace(-5, 5, 2001)
-assert np.max(np.abs(erf(x) - np.vectorize(math.erf)(x))) < 1.5e-7
-assert erf(np.float32(0.5)).dtype == np.float32 and erf(np.array([1e4, -1e4])).tolist() == [1.0, -1.0]
+assert np.max(np.abs(_erf(x) - np.vectorize(math.erf)(x))) < 1.5e-7
+assert _erf(np.float32(0.5)).dtype == np.float32 and _erf(np.array([1e4, -1e4])).tolist() == [1.0, -1.0]
 
 # %% [markdown]
 # ### The tanh approximation
@@ -328,7 +330,7 @@ class _GELU(Function):
         ctx.approximate = approximate
         if approximate == "none":
             ### BEGIN SOLUTION 03.4 gelu
-            return x * (0.5 * (1 + erf(x * _SQRT_HALF)))
+            return x * (0.5 * (1 + _erf(x * _SQRT_HALF)))
             ### END SOLUTION
         # approximate is 'tanh' here, or a mistake: a ValueError naming the allowed values
         ### BEGIN SOLUTION 03.5 gelu tanh approximation
@@ -342,7 +344,7 @@ class _GELU(Function):
         (x,) = ctx.saved_tensors
         if ctx.approximate == "none":
             ### BEGIN SOLUTION 03.4 gelu
-            cdf = 0.5 * (1 + erf(x * _SQRT_HALF))              # Φ(x)
+            cdf = 0.5 * (1 + _erf(x * _SQRT_HALF))              # Φ(x)
             pdf = np.exp(-0.5 * x * x) * _INV_SQRT_2PI          # φ(x)
             return (grad_output * (cdf + x * pdf),)
             ### END SOLUTION

@@ -39,7 +39,7 @@
 # | `Module`: `state_dict`, `load_state_dict` | 04.5 |
 # | `Module`: `__repr__` | 04.6 |
 # | `Linear`: shapes and PyTorch's initialisation | 04.7 |
-# | `Linear.forward` | 04.8 |
+# | `nn.functional.linear`: the layer's forward and backward as one op | 04.8 |
 # | `Sequential` | 04.9 |
 # | `ModuleList` | 04.10 |
 # | `Dropout` | 04.11 |
@@ -52,7 +52,8 @@
 # `__getattr__`) does real work, so read those parts slowly.
 #
 # **Before you start.** This notebook runs on *your* 01, 02 and 03: its first exported cell imports
-# `Tensor` from `tinytorch.core.tensor` and the activation functions from `tinytorch.core.activations`.
+# `Tensor` from `tinytorch.core.tensor`, and the cell of task 04.13 imports the activation functions
+# from `tinytorch.core.activations`.
 # <!-- tito -->Finish 03 (`tito test 03` at full marks), run `tito export 03`, and restart this notebook's
 # kernel whenever you export again. Grade this module with `tito test 04`, which exports 01 to 04
 # together.<!-- /tito --><!-- course In the nbgrader course the notebook's first code cell builds `tinytorch` from your own
@@ -81,8 +82,11 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from tinytorch.core.tensor import Tensor, default_generator
-from tinytorch.core.activations import relu, sigmoid, tanh, gelu, softmax, log_softmax
+from tinytorch.core.tensor import Tensor, as_tensor, default_generator
+from tinytorch.core.autograd import Function
+
+__all__ = ["Parameter", "Module", "Linear", "linear", "Sequential", "ModuleList", "Dropout", "Flatten", "Identity",
+           "ReLU", "Sigmoid", "Tanh", "GELU", "Softmax", "LogSoftmax"]  # tt.nn, and linear in tt.nn.functional
 
 # %% [markdown]
 # ## Parameter: a tensor that says "train me"
@@ -569,7 +573,7 @@ class Module:
         for name, param in own.items():
             if name in state_dict:
                 value = state_dict[name]
-                values[name] = np.asarray(value.data if isinstance(value, Tensor) else value)
+                values[name] = np.asarray(value)
                 if values[name].shape != param.shape:
                     errors.append(f"size mismatch for {name}: copying a param with shape {values[name].shape} "
                                   f"from checkpoint, the shape in current model is {param.shape}.")
@@ -802,17 +806,11 @@ class Linear(Module):
         ### END SOLUTION
 
     def forward(self, input) -> Tensor:
-        ### BEGIN SOLUTION 04.8 Linear.forward
-        x = input if isinstance(input, Tensor) else Tensor(input)
+        x = as_tensor(input)
         if x.ndim == 0 or x.shape[-1] != self.in_features:
             raise ValueError(f"Linear(in_features={self.in_features}, out_features={self.out_features}): "
                              f"expected input with last dimension {self.in_features}, got shape {x.shape}")
-        rows = x.reshape(-1, self.in_features)                  # (N, in), N = product of the leading axes
-        out = rows @ self.weight.T                              # (N, in) @ (in, out) -> (N, out)
-        if self.bias is not None:
-            out = out + self.bias                               # (out,) broadcast over the N rows
-        return out.reshape(*x.shape[:-1], self.out_features)    # (*, out)
-        ### END SOLUTION
+        return linear(x, self.weight, self.bias)
 
 # %% [markdown]
 # Test 04.7: shapes, dtype, the bound, the spread, repeatability.
@@ -838,25 +836,82 @@ assert np.array_equal(Linear(5, 2).weight.data, first), "manual_seed makes initi
 assert not np.array_equal(Linear(5, 2).weight.data, first)
 
 # %% [markdown]
-# ### The forward (task 04.8)
+# ### The forward and its backward (task 04.8)
 #
-# One trick keeps the forward fast for any number of leading axes: **flatten them into one**. Reshape
-# x from `(*, in)` to `(N, in)` with N the product of the leading sizes (`reshape(-1, in)`), do one 2-d
-# product `(N, in) @ (in, out)`, add the bias (broadcast over the rows), and reshape back to
-# `(*, out)`. Every step is an op of 01/02, so autograd differentiates the layer for you:
+# `Linear.forward` (given, above) checks its input and calls `linear(x, weight, bias)`, PyTorch's
+# `nn.functional.linear`, which you write here. It could be composed from 01's ops (`x @ weight.T +
+# bias`), and autograd would differentiate it for free. It is one op of its own instead, `_Linear`, a
+# `Function` with a forward and a backward, for two reasons of speed that matter in every training step
+# from here to the GPT:
 #
-#     ḡ_x = ḡ_y W        ḡ_W = ḡ_yᵀ x        ḡ_b = Σ_rows ḡ_y
+# - Composed, it records three nodes (a transpose, a matmul, an add) where one does.
+# - Composed, the weight's gradient arrives as the transpose of `x.T @ ḡ_y`: a strided view, in the
+#   opposite memory order from the weight, and every optimizer update that reads it then strides through
+#   memory (in the milestone MLP that made Adam's step twice as slow). Written by hand, ḡ_W = ḡ_yᵀ x is
+#   computed directly in the weight's own layout.
 #
-# Why flatten instead of relying on 01's batched `@`? `(B, T, in) @ (in, out)` broadcasts the weight
-# over the batch, and the adjoint of that broadcast (02's `MatMul.backward` with `unbroadcast`) first
+# The forward and the gradients, for x: `(N, in)`, W: `(out, in)`, b: `(out,)`:
+#
+#     y = x Wᵀ + b        ḡ_x = ḡ_y W        ḡ_W = ḡ_yᵀ x        ḡ_b = Σ_rows ḡ_y
+#
+# (check them on shapes: `(N, out) @ (out, in)`, `(out, N) @ (N, in)`). `_Linear.forward(ctx, x, weight,
+# bias=None)` gets numpy arrays and saves what its backward needs; `backward` returns one gradient per
+# operand it was given (two without a bias, three with one), each only when `ctx.needs_input_grad`
+# asks for it (the input of the first layer is data: its gradient would be a whole matmul of wasted
+# work).
+#
+# `linear(input, weight, bias=None)` handles any number of leading axes by **flattening them into one**:
+# reshape x from `(*, in)` to `(N, in)` with N the product of the leading sizes (`reshape(-1, in)`),
+# apply `_Linear` once, and reshape back to `(*, out)`. Why not a batched product over the leading axes?
+# `(B, T, in) @ (in, out)` broadcasts the weight over the batch, and the adjoint of that broadcast first
 # builds a `(B, in, out)` array, one weight-sized gradient per batch element, and then sums it. Flattened,
-# the weight gradient is one `(in, N) @ (N, out)` product: same numbers, B times less memory.
+# the weight gradient is one `(out, N) @ (N, in)` product: same numbers, B times less memory. (Call
+# `_Linear.apply(rows, weight)` without a bias and `_Linear.apply(rows, weight, bias)` with one: an
+# operand of `apply` must be a tensor or a number, never `None`.)
 #
-# Check the input first: a 0-d input, or one whose last axis is not `in_features`, is a `ValueError`
-# naming both: `Linear(in_features=4, out_features=3): expected input with last dimension 4, got shape
-# (2, 5)`. Without it the user would get a matmul error naming shapes `(2, 5)` and `(4, 3)` (the
-# transposed weight), one step removed from their mistake. A plain array or list is turned into a
-# `Tensor` first.
+# `Linear.forward` checks the input first: a 0-d input, or one whose last axis is not `in_features`, is a
+# `ValueError` naming both: `Linear(in_features=4, out_features=3): expected input with last dimension 4,
+# got shape (2, 5)`. Without it the user would get a matmul error naming shapes `(2, 5)` and `(3, 4)`,
+# one step removed from their mistake.
+
+# %%
+#| export
+class _Linear(Function):
+    """y = x @ weight.T (+ bias) for x: (N, in), weight: (out, in), bias: (out,); gradients in the operands' layout"""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias=None):
+        ### BEGIN SOLUTION 04.8 linear
+        ctx.save_for_backward(x, weight)
+        out = x @ weight.T                                      # (N, in) @ (in, out) -> (N, out), a new array
+        if bias is not None:
+            out += bias                                         # (out,) broadcast over the N rows
+        return out
+        ### END SOLUTION
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        ### BEGIN SOLUTION 04.8 linear
+        x, weight = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        grad_x = grad_output @ weight if needs[0] else None     # (N, out) @ (out, in) -> (N, in)
+        grad_weight = grad_output.T @ x if needs[1] else None   # (out, N) @ (N, in) -> (out, in), W's layout
+        if len(needs) == 2:
+            return grad_x, grad_weight
+        return grad_x, grad_weight, grad_output.sum(axis=0) if needs[2] else None
+        ### END SOLUTION
+
+
+# %%
+#| export nn.functional
+def linear(input, weight, bias=None) -> Tensor:
+    """y = input @ weight.T + bias over the last axis of input: (*, in) -> (*, out)."""
+    ### BEGIN SOLUTION 04.8 linear
+    x = as_tensor(input)
+    rows = x.reshape(-1, x.shape[-1])                           # (N, in), N = product of the leading axes
+    out = _Linear.apply(rows, weight) if bias is None else _Linear.apply(rows, weight, bias)
+    return out.reshape(*x.shape[:-1], weight.shape[0])          # (*, out)
+    ### END SOLUTION
 
 # %% [markdown]
 # Test 04.8.
@@ -884,6 +939,7 @@ rows, grad_rows = x.data.reshape(10, 4), grad_output.reshape(10, 3)
 assert np.allclose(x.grad.data, grad_output @ layer.weight.data, atol=1e-5)
 assert np.allclose(layer.weight.grad.data, grad_rows.T @ rows, atol=1e-5)
 assert np.allclose(layer.bias.grad.data, grad_rows.sum(axis=0), atol=1e-5)
+assert layer.weight.grad.data.flags.c_contiguous, "the weight's gradient in the weight's own layout"
 x64 = Tensor(rng.standard_normal((3, 4)), requires_grad=True)
 assert gradcheck(layer, x64), "d(output)/d(input) against central differences"
 
@@ -1130,7 +1186,7 @@ class Dropout(Module):
 
     def forward(self, input) -> Tensor:
         ### BEGIN SOLUTION 04.11 Dropout
-        x = input if isinstance(input, Tensor) else Tensor(input)
+        x = as_tensor(input)
         if not self.training:
             return x
         if self.p == 1:
@@ -1202,7 +1258,7 @@ class Flatten(Module):
 
     def forward(self, input) -> Tensor:
         ### BEGIN SOLUTION 04.12 Flatten
-        x = input if isinstance(input, Tensor) else Tensor(input)
+        x = as_tensor(input)
         shape = x.shape if x.ndim > 0 else (1,)
         start, end = _dim(self.start_dim, len(shape)), _dim(self.end_dim, len(shape))
         if start > end:
@@ -1261,10 +1317,14 @@ except IndexError as error:
 # | `LogSoftmax(dim=-1)` | `log_softmax(input, dim=self.dim)` | `LogSoftmax(dim=-1)` |
 #
 # (`repr(self.approximate)` puts the quotes around `'none'`.) Forward and extra_repr of each are one line:
-# one task for all six.
+# one task for all six. They are the only code of this module that needs 03, so 03's functions are
+# imported here, in the first cell that uses them.
 
 # %%
 #| export nn
+from tinytorch.core.activations import relu, sigmoid, tanh, gelu, softmax, log_softmax
+
+
 class ReLU(Module):
     """relu(x) = max(x, 0), elementwise. `inplace` is accepted like PyTorch's and never acted on: an op that
     overwrites its input could destroy a value autograd still needs."""

@@ -47,9 +47,12 @@ import numpy as np
 #| export
 import numpy as np
 
-from tinytorch.core.tensor import Tensor
+from tinytorch.core.tensor import Tensor, as_tensor
 from tinytorch.core.autograd import Function
 from tinytorch.core.layers import Module
+
+__all__ = ["mse_loss", "nll_loss", "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+           "MSELoss", "NLLLoss", "CrossEntropyLoss", "BCELoss", "BCEWithLogitsLoss"]  # tt.nn.functional and tt.nn
 
 # %%
 from tinytorch.core.autograd import gradcheck
@@ -84,25 +87,20 @@ def leaf(*shape, scale=1.0):
 # three allowed values. The reductions are the Tensor ops `.mean()` and `.sum()` from 01, so autograd
 # differentiates them with no extra work: a `'mean'` loss sends `grad_output / n` to each element.
 #
-# Two given helpers turn the arguments into tensors. `_as_tensor` wraps anything that is not yet a
-# `Tensor` (a list of floats becomes float32, as everywhere in TinyTorch). `_float_target` does the
-# same for the target of an *elementwise* loss (MSE, the two BCEs): it must have exactly the input's
+# Arguments become tensors in two given ways. 01's `as_tensor` (PyTorch's name) returns a `Tensor` as it
+# is and wraps anything else (a list of floats becomes float32, as everywhere in TinyTorch).
+# `_float_target` does the same for the target of an *elementwise* loss (MSE, the two BCEs): it must have exactly the input's
 # shape (PyTorch warns and broadcasts for MSE, a classic silent bug: a `(N, 1)` output against an `(N,)`
 # target broadcasts to `(N, N)`; we refuse), and it takes the input's dtype, so that a float32 model
 # trained on float64 numpy targets keeps computing in float32.
 
 # %%
 #| export
-def _as_tensor(x) -> Tensor:
-    """`x` itself if it is a Tensor, else Tensor(x)."""
-    return x if isinstance(x, Tensor) else Tensor(x)
-
-
 def _float_target(input: Tensor, target, function_name: str) -> Tensor:
     """The target of an elementwise loss as a Tensor of input's shape and dtype (a Tensor that requires
     grad is kept as it is). A different shape: ValueError naming both shapes."""
     if not (isinstance(target, Tensor) and target.requires_grad):
-        target = Tensor(np.asarray(target.data if isinstance(target, Tensor) else target, dtype=input.dtype))
+        target = Tensor(np.asarray(target, dtype=input.dtype))
     if target.shape != input.shape:
         raise ValueError(f"{function_name}: target shape {target.shape} does not match input shape "
                          f"{input.shape}; give the target exactly the input's shape")
@@ -146,7 +144,7 @@ assert np.allclose(x.grad.data, 2 * x.data / 4), "a mean sends grad / n to each 
 # strength for regression and its weakness for outliers (one target 100 away dominates the gradient).
 #
 # Compose it from Tensor ops: autograd does the derivative. Turn `input` into a tensor with
-# `_as_tensor`, the target with `_float_target(input, target, "mse_loss")`, then reduce the squared
+# `as_tensor`, the target with `_float_target(input, target, "mse_loss")`, then reduce the squared
 # differences with `_reduce`. (`diff * diff` is a little cheaper than `diff ** 2` and gives the same
 # gradient; both are fine.)
 
@@ -155,7 +153,7 @@ assert np.allclose(x.grad.data, 2 * x.data / 4), "a mean sends grad / n to each 
 def mse_loss(input, target, reduction: str = "mean") -> Tensor:
     """Mean squared error: (input - target)² reduced; input and target of the same shape."""
     ### BEGIN SOLUTION 05.2 mse_loss
-    input = _as_tensor(input)
+    input = as_tensor(input)
     target = _float_target(input, target, "mse_loss")
     diff = input - target
     return _reduce(diff * diff, reduction)
@@ -208,7 +206,7 @@ def _class_targets(target, input_shape: tuple) -> np.ndarray:
     (target 0-d): TypeError for a non-integer dtype, ValueError naming both shapes for a shape mismatch,
     IndexError "Target 7 is out of bounds for 5 classes" for a value outside [0, C)."""
     ### BEGIN SOLUTION 05.3 class-index targets
-    target = np.asarray(target.data if isinstance(target, Tensor) else target)
+    target = np.asarray(target)
     if not np.issubdtype(target.dtype, np.integer):
         raise TypeError(f"expected class indices of an integer dtype, got dtype {target.dtype}")
     if len(input_shape) not in (1, 2):
@@ -261,7 +259,7 @@ def nll_loss(input, target, reduction: str = "mean") -> Tensor:
     """Negative log-likelihood: -input[i, target[i]] reduced. input (N, C) log-probabilities with target
     (N,) class indices, or (C,) with a 0-d target."""
     ### BEGIN SOLUTION 05.4 nll_loss
-    input = _as_tensor(input)
+    input = as_tensor(input)
     target = _class_targets(target, input.shape)
     if input.ndim == 1:
         picked = input[int(target)]                                  # ()
@@ -424,7 +422,7 @@ def cross_entropy(input, target, reduction: str = "mean", label_smoothing: float
     """Cross-entropy of logits input (N, C) (or (C,)) against class indices target (N,) (or 0-d), with
     PyTorch's label smoothing: loss = (1-ε)·nll + ε·mean over classes of -log p."""
     ### BEGIN SOLUTION 05.7 cross_entropy
-    input = _as_tensor(input)
+    input = as_tensor(input)
     target = _class_targets(target, input.shape)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
@@ -548,7 +546,7 @@ def binary_cross_entropy(input, target, reduction: str = "mean") -> Tensor:
     """Binary cross-entropy of probabilities input against targets in [0, 1] of the same shape; each
     log clamped at -100 like PyTorch. An input outside [0, 1]: ValueError."""
     ### BEGIN SOLUTION 05.9 binary_cross_entropy
-    input = _as_tensor(input)
+    input = as_tensor(input)
     target = _float_target(input, target, "binary_cross_entropy")
     if np.any((input.data < 0) | (input.data > 1)):
         raise ValueError(f"binary_cross_entropy: input must hold probabilities in [0, 1], got values from "
@@ -660,11 +658,10 @@ def binary_cross_entropy_with_logits(input, target, reduction: str = "mean", pos
     """Binary cross-entropy of logits input against targets in [0, 1] of the same shape, stable for any
     logit size; pos_weight (broadcast to input, e.g. one per class) weights the positive term."""
     ### BEGIN SOLUTION 05.11 binary_cross_entropy_with_logits
-    input = _as_tensor(input)
+    input = as_tensor(input)
     target = _float_target(input, target, "binary_cross_entropy_with_logits")
     if pos_weight is not None:
-        pos_weight = np.asarray(pos_weight.data if isinstance(pos_weight, Tensor) else pos_weight,
-                                dtype=input.dtype)
+        pos_weight = np.asarray(pos_weight, dtype=input.dtype)
         try:
             fits = np.broadcast_shapes(pos_weight.shape, input.shape) == input.shape
         except ValueError:

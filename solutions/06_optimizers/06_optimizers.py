@@ -78,6 +78,8 @@ import numpy as np
 
 from tinytorch.core.tensor import Tensor
 
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "LRScheduler", "StepLR", "CosineAnnealingLR"]  # tt.optim, its lr_scheduler
+
 # %% [markdown]
 # ## The optimizer's bookkeeping: param groups and state
 #

@@ -10,3 +10,7 @@ except ModuleNotFoundError as error:
     if error.name != "tinytorch._exported":
         raise
     raise ImportError("tinytorch has no exported modules yet: run `tito export 01` first") from None
+
+# The files behind the names stay importable by their paths (`from tinytorch.core.tensor import Tensor`),
+# but they are not part of the API: `tinytorch.core` would show the folder layout beside PyTorch's names.
+del core, _exported  # noqa: F821

@@ -1,6 +1,8 @@
 """`tito build [--check] [--force] [STAGE...]`: solutions/ to the student notebooks in modules/.
 
-A notebook that changed after it was generated (a student's work) is never overwritten without --force.
+A notebook that changed after it was generated (a student's work) is never overwritten without --force,
+and a missing one is not written beside another notebook that holds tasks done (a copy or a renamed
+notebook, which tito would not grade) without --force either.
 With --check nothing is written; the exit status is 1 when any generated notebook is missing or stale.
 """
 
@@ -10,7 +12,15 @@ from tito import console
 from tito.errors import TitoError
 from tito.project import Stage, find_root, stages
 from tito.project import stage as find_stage
-from tito.source import edited_since_generated, notebook_text, read_notebook, student_notebook
+from tito.source import (
+    edited_since_generated,
+    holds_work,
+    missing_beside,
+    notebook_text,
+    other_notebooks,
+    read_notebook,
+    student_notebook,
+)
 
 
 def build(names: list[str], *, check: bool = False, force: bool = False) -> int:
@@ -23,6 +33,11 @@ def build(names: list[str], *, check: bool = False, force: bool = False) -> int:
         current = stage.notebook.read_text(encoding="utf-8") if stage.notebook.is_file() else None
         if current == text:
             console.info(f"{where} is up to date")
+            continue
+        others = other_notebooks(stage) if current is None else {}
+        if current is None and holds_work(others) and not force:  # the work is there: say so, write nothing
+            console.error(missing_beside(stage, others))
+            problems += 1
             continue
         if check:
             if current is not None and _holds_student_work(stage):

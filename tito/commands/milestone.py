@@ -10,7 +10,7 @@ import sys
 from tito import console
 from tito.errors import TitoError
 from tito.milestones import MILESTONES
-from tito.package import export, package_root, report
+from tito.package import export, export_student, package_root, report
 from tito.project import find_root, stages
 
 
@@ -26,7 +26,8 @@ def milestone(name: str, *, reference: bool = False, epochs: int = 10, seed: int
         raise TitoError(f"{chosen.script} is missing: restore it with `git checkout -- {chosen.script}`")
     whose = "solutions/ (reference)" if reference else "your notebooks in modules/"
     console.info(f"exporting stages 01..{chosen.stage} from {whose}")
-    exports = export(root, known[chosen.stage], reference=reference)
+    exports = export(root, known[chosen.stage], reference=True) if reference else \
+        export_student(root, known[chosen.stage])[0]
     report(exports, reference=reference)
     unfinished = [result for result in exports if result.stubs]
     if unfinished:

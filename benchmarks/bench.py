@@ -1,0 +1,224 @@
+"""Speed against PyTorch on the CPU, one thread each, measured as ratios in one run.
+
+    PYTHONPATH=build/reference .venv/bin/python benchmarks/bench.py [--only tiny,mlp]   # or: make bench
+
+Two workloads, each run with identical inputs in both frameworks:
+
+- `tiny`: a chain of about 300 small ops on 16-element tensors (elementwise with tensors and Python numbers,
+  broadcasting, reductions with and without an axis, reshape, transpose, indexing, a small matmul) and
+  its backward: what the framework's own Python costs per op, since numpy's and PyTorch's kernels take
+  well under a microsecond on data this small.
+- `mlp`: one training step of the milestone MLP (784-256-128-10, ReLU, cross-entropy, Adam, batch 128,
+  MNIST): the kernels dominate, so this is about copies, dtypes and update rules.
+
+The frameworks take turns in rounds (a block of ours, a block of PyTorch's, ...) so that a change of load
+on a shared machine hits both; a round's ratio is the ratio of the two medians in it, and the report gives
+the median ratio over the rounds with its range. BLAS and PyTorch run on one thread (threadpoolctl,
+torch.set_num_threads): on two shared cores a multi-threaded BLAS call stalls. The targets (issue #11)
+are printed beside the ratios; this script reports, it never fails on a slow machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+TARGETS = {"tiny": 1.3, "mlp": 0.75}  # at most this many times PyTorch's time
+
+
+def tiny_chain(x, w, m, amax):
+    """About 300 small ops on x, w (16,) and m (4, 4), ending in a scalar (the same code for both frameworks)."""
+    y = x
+    for _ in range(10):
+        y = y * w + x                                    # tensor-tensor elementwise
+        y = (y - 0.5) / 2.0                              # with Python numbers
+        y = (y * y + 1.0).sqrt().log().exp() * 0.5       # unary ops
+        y = y - y.mean() + y.sum() * 0.01                # full reductions, broadcast back
+        z = y.reshape(4, 4)
+        z = (z @ m).transpose(0, 1) + z.sum(axis=0, keepdims=True)  # matmul, permute, axis reduction
+        z = z - amax(z)                                  # max over an axis, kept
+        y = z.reshape(16) * 0.1 + y * 0.5 + y[2:6].sum()  # reshape back, a slice
+        y = y * y[3] + (-y)                              # an int index, negation
+    return (y * y).sum()
+
+
+def mlp_data():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "milestones"))
+    from mlp import mnist
+
+    (x, y), _ = mnist()
+    return x, y
+
+
+def tiny_runner(framework: str) -> Callable[[], None]:
+    rng = np.random.default_rng(0)
+    x0 = rng.uniform(0.5, 1.5, 16).astype(np.float32)
+    w0 = rng.uniform(0.5, 1.5, 16).astype(np.float32)
+    m0 = rng.uniform(-0.5, 0.5, (4, 4)).astype(np.float32)
+    if framework == "torch":
+        import torch
+
+        x, w, m = (torch.tensor(a, requires_grad=True) for a in (x0, w0, m0))
+        amax = lambda z: z.amax(dim=1, keepdim=True)  # torch's max(dim) also returns the indices
+    else:
+        import tinytorch as tt
+
+        x, w, m = (tt.Tensor(a, requires_grad=True) for a in (x0, w0, m0))
+        amax = lambda z: z.max(axis=1, keepdims=True)
+
+    def step() -> None:
+        x.grad = w.grad = m.grad = None
+        tiny_chain(x, w, m, amax).backward()
+    return step
+
+
+def mlp_runner(framework: str, data) -> Callable[[], None]:
+    x_all, y_all = data
+    rng = np.random.default_rng(0)
+    batches = [np.sort(rng.choice(len(x_all), 128, replace=False)) for _ in range(20)]
+    turn = iter(range(10**9))
+    if framework == "torch":
+        import torch
+
+        torch.manual_seed(0)
+        nn = torch.nn
+        model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        loss_fn = nn.CrossEntropyLoss()
+        xs = [torch.from_numpy(x_all[b]) for b in batches]
+        ys = [torch.from_numpy(y_all[b]) for b in batches]
+    else:
+        import tinytorch as tt
+
+        tt.manual_seed(0)
+        nn = tt.nn
+        model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
+        optimizer = tt.optim.Adam(model.parameters(), lr=1e-3)
+        loss_fn = nn.CrossEntropyLoss()
+        xs = [tt.Tensor(x_all[b]) for b in batches]
+        ys = [tt.Tensor(y_all[b]) for b in batches]
+
+    def step() -> None:
+        i = next(turn) % len(batches)
+        optimizer.zero_grad()
+        loss_fn(model(xs[i]), ys[i]).backward()
+        optimizer.step()
+    return step
+
+
+def numpy_mlp_runner(data) -> Callable[[], None]:
+    """The same MLP step written by hand in numpy (forward, backward, Adam in place): the floor of what a
+    numpy framework can reach, printed beside the ratios."""
+    x_all, y_all = data
+    rng = np.random.default_rng(0)
+    batches = [np.sort(rng.choice(len(x_all), 128, replace=False)) for _ in range(20)]
+    params = []
+    for fan_in, fan_out in ((784, 256), (256, 128), (128, 10)):
+        bound = 1 / np.sqrt(fan_in)
+        params += [rng.uniform(-bound, bound, (fan_out, fan_in)).astype(np.float32),
+                   rng.uniform(-bound, bound, fan_out).astype(np.float32)]
+    moments = [(np.zeros_like(p), np.zeros_like(p)) for p in params]
+    count = iter(range(1, 10**9))
+
+    def step() -> None:
+        t = next(count)
+        index = batches[t % len(batches)]
+        x, y = x_all[index], y_all[index]
+        w1, b1, w2, b2, w3, b3 = params
+        h1 = x @ w1.T + b1
+        a1 = np.maximum(h1, 0)
+        h2 = a1 @ w2.T + b2
+        a2 = np.maximum(h2, 0)
+        z = a2 @ w3.T + b3
+        e = np.exp(z - z.max(axis=1, keepdims=True))
+        g = e / e.sum(axis=1, keepdims=True)
+        g[np.arange(len(y)), y] -= 1
+        g /= len(y)
+        grads = [None] * 6
+        grads[4], grads[5] = g.T @ a2, g.sum(0)
+        g = (g @ w3) * (h2 > 0)
+        grads[2], grads[3] = g.T @ a1, g.sum(0)
+        g = (g @ w2) * (h1 > 0)
+        grads[0], grads[1] = g.T @ x, g.sum(0)
+        for p, grad, (m, v) in zip(params, grads, moments):
+            m *= 0.9
+            m += 0.1 * grad
+            v *= 0.999
+            v += 0.001 * grad * grad
+            p -= (1e-3 / (1 - 0.9 ** t)) * m / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-8)
+    return step
+
+
+def measure(ours: Callable[[], None], theirs: Callable[[], None], *, rounds: int, block: int):
+    """Per round: median seconds of `block` calls of each; returns (our medians, their medians)."""
+    for run in (ours, theirs):  # warm up: first calls allocate, import and fill caches
+        for _ in range(3):
+            run()
+    mine, other = [], []
+    for _ in range(rounds):
+        for run, into in ((ours, mine), (theirs, other)):
+            seconds = []
+            for _ in range(block):
+                start = time.perf_counter()
+                run()
+                seconds.append(time.perf_counter() - start)
+            into.append(statistics.median(seconds))
+    return mine, other
+
+
+def report(name: str, what: str, mine: list[float], other: list[float]) -> float:
+    ratios = [a / b for a, b in zip(mine, other)]
+    ratio = statistics.median(ratios)
+    target = TARGETS[name]
+    verdict = "within" if ratio <= target else "OVER"
+    print(f"{name:5} {what}: tinytorch {statistics.median(mine) * 1e3:.2f} ms, PyTorch "
+          f"{statistics.median(other) * 1e3:.2f} ms; ratio {ratio:.2f}x (rounds {min(ratios):.2f}-"
+          f"{max(ratios):.2f}), target <= {target:.2f}x: {verdict}")
+    return ratio
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = argparse.ArgumentParser(description="tinytorch against PyTorch on the CPU, one thread each")
+    options.add_argument("--only", default="tiny,mlp", help="comma-separated workloads: tiny, mlp")
+    options.add_argument("--rounds", type=int, default=7)
+    args = options.parse_args(argv)
+    chosen = [name.strip() for name in args.only.split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in TARGETS]
+    if unknown:
+        print(f"unknown workload {unknown[0]!r}: choose from {', '.join(TARGETS)}", file=sys.stderr)
+        return 2
+    try:
+        import torch
+    except ImportError:
+        print("PyTorch is not installed: `.venv/bin/pip install -e '.[bench]'` (or `make bench`)", file=sys.stderr)
+        return 2
+    import tinytorch as tt
+
+    torch.set_num_threads(1)
+    with threadpool_limits(1):
+        print(f"tinytorch from {Path(tt.__file__).parent}, PyTorch {torch.__version__}, numpy {np.__version__}; "
+              f"one thread each, {args.rounds} rounds")
+        if "tiny" in chosen:
+            mine, other = measure(tiny_runner("tinytorch"), tiny_runner("torch"), rounds=args.rounds, block=30)
+            report("tiny", "300-op chain on 16 elements, forward and backward", mine, other)
+        if "mlp" in chosen:
+            data = mlp_data()
+            mine, other = measure(mlp_runner("tinytorch", data), mlp_runner("torch", data), rounds=args.rounds,
+                                  block=20)
+            report("mlp", "MLP 784-256-128-10 training step, batch 128, Adam", mine, other)
+            by_hand, other = measure(numpy_mlp_runner(data), mlp_runner("torch", data), rounds=args.rounds, block=20)
+            ratios = [a / b for a, b in zip(by_hand, other)]
+            print(f"      the same step in numpy by hand: {statistics.median(ratios):.2f}x PyTorch's time (the floor "
+                  f"for a numpy framework)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
