@@ -510,6 +510,12 @@ SPEED = {  # variant -> (task, points, words, the op through tinytorch, numpy's 
             lambda tt, a, b: tt.Tensor(a).max(axis=0), lambda a, b: np.max(a, axis=0))}
 
 
+def speed_arrays():
+    """The arrays every speed check times, the same on both sides: a (128, 256) and b (256, 128), float32."""
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((128, 256)).astype(np.float32), rng.standard_normal((256, 128)).astype(np.float32)
+
+
 def seconds_of(fn) -> float:
     start = time.perf_counter()
     fn()
@@ -519,21 +525,24 @@ def seconds_of(fn) -> float:
 @check(task="per variant", points=0, variants={op: st.just({"op": op}) for op in SPEED},
        describe=lambda case: f"{SPEED[case['op']][2]}: its time against numpy's on the same arrays")
 def vectorised_like_numpy(tt, case):
-    """matmul, sum, mean and max run within SPEED_LIMIT times numpy's own call on the same arrays."""
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((128, 256)).astype(np.float32)
-    b = rng.standard_normal((256, 128)).astype(np.float32)
+    """matmul, sum, mean and max give numpy's values within SPEED_LIMIT times numpy's own time on the same arrays."""
+    a, b = speed_arrays()
     ours, theirs = SPEED[case["op"]][3:]
     numpy_best = min(seconds_of(lambda: theirs(a, b)) for _ in range(9))
-    first = seconds_of(lambda: ours(tt, a, b))  # an untouched stub raises here
+    value = ours(tt, a, b).numpy()  # an untouched stub raises here
+    first = seconds_of(lambda: ours(tt, a, b))
     if first > 10 * SPEED_LIMIT * numpy_best:  # a loop over elements: no need to wait for more of it
-        return {"ratio": first / numpy_best}
-    return {"ratio": min(first, *(seconds_of(lambda: ours(tt, a, b)) for _ in range(8))) / numpy_best}
+        return {"value": value, "ratio": first / numpy_best}
+    return {"value": value, "ratio": min(first, *(seconds_of(lambda: ours(tt, a, b)) for _ in range(8))) / numpy_best}
 
 
 @vectorised_like_numpy.verdict
 def _(case, output):
-    ratio, (_, _, words, _, _) = output["ratio"], SPEED[case["op"]]
+    ratio, (_, _, words, _, numpy_call) = output["ratio"], SPEED[case["op"]]
+    right = numpy_call(*speed_arrays())
+    value = np.asarray(output["value"])
+    if value.shape != right.shape or not np.allclose(value, right, rtol=1e-4, atol=1e-3):
+        raise failed(f"{words}: the values are wrong (speed is judged only on right values)")
     if not ratio <= SPEED_LIMIT:
         numpy_call = "np.matmul" if case["op"] == "matmul" else f"np.{case['op']}"
         raise failed(f"{words}: the values are right, but it took {ratio:.0f} times as long as {numpy_call} on the "

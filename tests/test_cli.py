@@ -184,3 +184,22 @@ def test_export_names_the_stubs_that_are_left_even_when_a_task_has_several(cours
 def test_bad_numbers_are_usage_errors(course):
     run = tito(course, "test", FIRST, "--timeout", "-1")
     assert run.code == 2 and "not a positive number of seconds" in run.stderr
+
+
+@pytest.mark.parametrize("after", [0.15, 0.6, 1.5])
+def test_ctrl_c_at_any_moment_is_one_line_and_status_130(course, after):
+    """SIGINT while Python starts, while tito imports and exports, or while the suite runs: one line, no traceback."""
+    import os
+    import signal
+    import time
+
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    child = subprocess.Popen([sys.executable, "-m", "tito", "test", "02", "--reference"], cwd=course, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    time.sleep(after)
+    child.send_signal(signal.SIGINT)
+    _, stderr = child.communicate(timeout=120)
+    if child.returncode == 0:  # it finished first: nothing to interrupt
+        return
+    assert child.returncode == 130, stderr
+    assert "Traceback" not in stderr and stderr.strip().splitlines()[-1] == "tito: interrupted", stderr

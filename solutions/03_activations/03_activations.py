@@ -503,8 +503,8 @@ assert gradcheck(lambda t: _softmax_composed(t, dim=-1), leaf(3, 4))
 #
 # A classic mistake is to keep only the diagonal, `grad_output * y * (1 - y)` (sigmoid's derivative):
 # it forgets that raising one logit lowers every other probability. Gradcheck catches it, as the cell
-# after the task shows. Write `_Softmax.backward` above (task 03.8), run that cell again, then run the
-# checks below.
+# after the task shows. Write `_Softmax.backward` in the cell that defines `class _Softmax` above (task
+# 03.8), run that cell again, then run the checks below.
 
 # %%
 for dim in (0, 1, -1):

@@ -661,8 +661,8 @@ del block.head
 assert list(block._modules) == ["scale"]
 
 # %% [markdown]
-# Test 04.3: walking the tree. `Block` reuses one `Scale` twice here (a shared module); its parameters
-# must come out once.
+# Test 04.3: walking the tree. `Twice` holds two `Block`s and reaches the first block's `Scale` a second
+# time under the name `tied` (a shared module); its parameters must come out once.
 
 # %%
 class Twice(Module):
@@ -806,11 +806,7 @@ class Linear(Module):
         ### END SOLUTION
 
     def forward(self, input) -> Tensor:
-        x = as_tensor(input)
-        if x.ndim == 0 or x.shape[-1] != self.in_features:
-            raise ValueError(f"Linear(in_features={self.in_features}, out_features={self.out_features}): "
-                             f"expected input with last dimension {self.in_features}, got shape {x.shape}")
-        return linear(x, self.weight, self.bias)
+        return linear(input, self.weight, self.bias)
 
 # %% [markdown]
 # Test 04.7: shapes, dtype, the bound, the spread, repeatability.
@@ -838,8 +834,8 @@ assert not np.array_equal(Linear(5, 2).weight.data, first)
 # %% [markdown]
 # ### The forward and its backward (task 04.8)
 #
-# `Linear.forward` (given, above) checks its input and calls `linear(x, weight, bias)`, PyTorch's
-# `nn.functional.linear`, which you write here. It could be composed from 01's ops (`x @ weight.T +
+# `Linear.forward` (given, above) calls `linear(input, weight, bias)`, PyTorch's `nn.functional.linear`,
+# which you write here. It could be composed from 01's ops (`x @ weight.T +
 # bias`), and autograd would differentiate it for free. It is one op of its own instead, `_Linear`, a
 # `Function` with a forward and a backward, for two reasons of speed that matter in every training step
 # from here to the GPT:
@@ -869,9 +865,9 @@ assert not np.array_equal(Linear(5, 2).weight.data, first)
 # `_Linear.apply(rows, weight)` without a bias and `_Linear.apply(rows, weight, bias)` with one: an
 # operand of `apply` must be a tensor or a number, never `None`.)
 #
-# `Linear.forward` checks the input first: a 0-d input, or one whose last axis is not `in_features`, is a
-# `ValueError` naming both: `Linear(in_features=4, out_features=3): expected input with last dimension 4,
-# got shape (2, 5)`. Without it the user would get a matmul error naming shapes `(2, 5)` and `(3, 4)`,
+# Check the input first: a 0-d input, or one whose last axis is not the weight's `in_features`, is a
+# `ValueError` naming both: `linear: expected input with last dimension 4 (the weight has shape (3, 4)),
+# got shape (2, 5)`. Without it the user would get a matmul error naming shapes `(2, 5)` and `(4, 3)`,
 # one step removed from their mistake.
 
 # %%
@@ -908,6 +904,9 @@ def linear(input, weight, bias=None) -> Tensor:
     """y = input @ weight.T + bias over the last axis of input: (*, in) -> (*, out)."""
     ### BEGIN SOLUTION 04.8 linear
     x = as_tensor(input)
+    if x.ndim == 0 or x.shape[-1] != weight.shape[-1]:
+        raise ValueError(f"linear: expected input with last dimension {weight.shape[-1]} (the weight has shape "
+                         f"{tuple(weight.shape)}), got shape {x.shape}")
     rows = x.reshape(-1, x.shape[-1])                           # (N, in), N = product of the leading axes
     out = _Linear.apply(rows, weight) if bias is None else _Linear.apply(rows, weight, bias)
     return out.reshape(*x.shape[:-1], weight.shape[0])          # (*, out)

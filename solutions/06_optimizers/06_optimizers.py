@@ -563,6 +563,13 @@ assert skipped.data.tolist() == [1.0, 1.0] and skipped not in optimizer.state, "
 # `exp_avg_sq` (v) and `param` **in place** (`*=`, `+=`, `-=`: the moments are the optimizer's state
 # arrays, and float32 in place stays float32) and leaves `grad` alone. Weight decay is not its business:
 # the caller has already applied it (next section).
+#
+# Every `a * b` on arrays allocates a new array, and for a weight of 200,000 numbers each allocation and
+# each pass over memory costs about as much as the arithmetic. So build the update in *one* new array and
+# finish it in place: `update = np.sqrt(exp_avg_sq, out=np.empty_like(exp_avg_sq))` (with `out=`, even a
+# 0-d parameter gives an array, not a numpy scalar that cannot be written into), then `update *= ...`,
+# `update += eps`, `np.divide(exp_avg, update, out=update)` (numpy writes the quotient into `update`
+# itself), and finally `param -= update`.
 
 # %%
 #| export
@@ -577,8 +584,12 @@ def _adam_update(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_a
     exp_avg_sq += (1 - beta2) * np.square(grad)                    # v_t
     bias_correction1 = 1 - beta1 ** step
     bias_correction2 = 1 - beta2 ** step
-    denominator = np.sqrt(exp_avg_sq) / math.sqrt(bias_correction2) + eps   # √v̂_t + ε
-    param -= (lr / bias_correction1) * exp_avg / denominator        # lr · m̂_t / (√v̂_t + ε)
+    update = np.sqrt(exp_avg_sq, out=np.empty_like(exp_avg_sq))     # the one new array of the step
+    update *= 1 / math.sqrt(bias_correction2)
+    update += eps                                                   # √v̂_t + ε
+    np.divide(exp_avg, update, out=update)                          # m_t / (√v̂_t + ε), in the same array
+    update *= lr / bias_correction1                                 # lr · m̂_t / (√v̂_t + ε)
+    param -= update
     ### END SOLUTION
 
 # %%
