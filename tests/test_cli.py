@@ -201,5 +201,6 @@ def test_ctrl_c_at_any_moment_is_one_line_and_status_130(course, after):
     _, stderr = child.communicate(timeout=120)
     if child.returncode == 0:  # it finished first: nothing to interrupt
         return
-    assert child.returncode == 130, stderr
+    # 130 from tito, or death by SIGINT itself (-2 here) when CPython re-raises it at exit: a shell reports 130 for both
+    assert child.returncode in (130, -2), stderr
     assert "Traceback" not in stderr and stderr.strip().splitlines()[-1] == "tito: interrupted", stderr
