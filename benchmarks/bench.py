@@ -85,25 +85,18 @@ def mlp_runner(framework: str, data) -> Callable[[], None]:
     batches = [np.sort(rng.choice(len(x_all), 128, replace=False)) for _ in range(20)]
     turn = iter(range(10**9))
     if framework == "torch":
-        import torch
-
-        torch.manual_seed(0)
-        nn = torch.nn
-        model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-        loss_fn = nn.CrossEntropyLoss()
-        xs = [torch.from_numpy(x_all[b]) for b in batches]
-        ys = [torch.from_numpy(y_all[b]) for b in batches]
+        import torch as lib
+        as_input = lib.from_numpy
     else:
-        import tinytorch as tt
-
-        tt.manual_seed(0)
-        nn = tt.nn
-        model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
-        optimizer = tt.optim.Adam(model.parameters(), lr=1e-3)
-        loss_fn = nn.CrossEntropyLoss()
-        xs = [tt.Tensor(x_all[b]) for b in batches]
-        ys = [tt.Tensor(y_all[b]) for b in batches]
+        import tinytorch as lib
+        as_input = lib.Tensor
+    lib.manual_seed(0)  # the same code builds both: the two APIs agree here
+    nn = lib.nn
+    model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
+    optimizer = lib.optim.Adam(model.parameters(), lr=1e-3)
+    loss_fn = nn.CrossEntropyLoss()
+    xs = [as_input(x_all[b]) for b in batches]
+    ys = [as_input(y_all[b]) for b in batches]
 
     def step() -> None:
         i = next(turn) % len(batches)
