@@ -33,18 +33,17 @@
 # | you build | task |
 # |---|---|
 # | `Parameter`: a tensor that says "train me" | 04.1 |
-# | `Module`: registering parameters and sub-modules by attribute | 04.2 |
-# | `Module`: walking the tree (`parameters`, `named_parameters`, `children`, `modules`) | 04.3 |
+# | `Module`: registering parameters and sub-modules by attribute (`__setattr__`, `__getattr__`) | 04.2 |
+# | `Module`: walking the tree (`named_modules`, `named_parameters`) | 04.3 |
 # | `Module`: `train`, `eval`, `zero_grad` | 04.4 |
 # | `Module`: `state_dict`, `load_state_dict` | 04.5 |
-# | `Module`: `__repr__` | 04.6 |
-# | `Linear`: shapes and PyTorch's initialisation | 04.7 |
-# | `nn.functional.linear`: the layer's forward and backward as one op | 04.8 |
-# | `Sequential` | 04.9 |
-# | `ModuleList` | 04.10 |
-# | `Dropout` | 04.11 |
-# | `Flatten`, `Identity` | 04.12 |
-# | `ReLU`, `Sigmoid`, `Tanh`, `GELU`, `Softmax`, `LogSoftmax` as modules | 04.13 |
+# | `Linear`: shapes and PyTorch's initialisation | 04.6 |
+# | `nn.functional.linear`: the layer's forward and backward as one op | 04.7 |
+# | `Sequential` | 04.8 |
+# | `ModuleList` | 04.9 |
+# | `Dropout` | 04.10 |
+# | `Flatten`, `Identity` | 04.11 |
+# | `ReLU`, `Sigmoid`, `Tanh`, `GELU`, `Softmax`, `LogSoftmax` as modules | 04.12 |
 #
 # Almost nothing here is numerical: the maths of a linear layer is one matrix product, and autograd
 # already differentiates it. This module is about *structure*, the bookkeeping that every model from
@@ -52,7 +51,7 @@
 # `__getattr__`) does real work, so read those parts slowly.
 #
 # **Before you start.** This notebook runs on *your* 01, 02 and 03: its first exported cell imports
-# `Tensor` from `tinytorch.core.tensor`, and the cell of task 04.13 imports the activation functions
+# `Tensor` from `tinytorch.core.tensor`, and the cell of task 04.12 imports the activation functions
 # from `tinytorch.core.activations`.
 # <!-- tito -->Finish 03 (`tito test 03` at full marks), run `tito export 03`, and restart this notebook's
 # kernel whenever you export again. Grade this module with `tito test 04`, which exports 01 to 04
@@ -60,7 +59,7 @@
 # notebooks of the earlier modules, fetched into the folders beside this one: finish those first, and
 # run that cell (then the cells below it) again whenever you change one. Your work is graded when you
 # submit this notebook. -->
-# Tasks 04.1 to 04.12 need only 01 and 02; task 04.13 calls 03's functions.
+# Tasks 04.1 to 04.11 need only 01 and 02; task 04.12 calls 03's functions.
 
 # %%
 #| default_exp core.layers
@@ -109,8 +108,8 @@ __all__ = ["Parameter", "Module", "Linear", "linear", "Sequential", "ModuleList"
 #   shares the storage of the tensor it is made from.
 #
 # `Tensor.__init__(data, dtype=np.float32, requires_grad=...)` from 01 does all of this already. The
-# repr says what the object is, like PyTorch's: `Parameter containing:` on a line of its own, then the
-# tensor.
+# repr (given) says what the object is, like PyTorch's: `Parameter containing:` on a line of its own,
+# then the tensor.
 
 # %%
 #| export nn
@@ -126,9 +125,7 @@ class Parameter(Tensor):
         ### END SOLUTION
 
     def __repr__(self) -> str:
-        ### BEGIN SOLUTION 04.1 Parameter
         return "Parameter containing:\n" + super().__repr__()
-        ### END SOLUTION
 
 # %% [markdown]
 # Test 04.1.
@@ -162,47 +159,45 @@ assert type(p * 2) is Tensor, "an op on a Parameter gives a plain Tensor, not a 
 # ```
 #
 # and `Module` *watches the assignments*. Python calls `obj.__setattr__(name, value)` for every
-# `obj.name = value`, so `Module.__setattr__` can look at the value and file it:
+# `obj.name = value`, so `Module.__setattr__` can look at the value and file it. That is task 04.2, in
+# three branches:
 #
 # | value | where it goes |
 # |---|---|
 # | a `Parameter` | `self._parameters[name]` (a dict, in order of registration) |
 # | a `Module` | `self._modules[name]` |
-# | anything else | the instance's ordinary `__dict__` (`object.__setattr__(self, name, value)`) |
+# | anything else | the instance's ordinary `__dict__`: `object.__setattr__(self, name, value)` |
+#
+# A name lives in one place: filing a Parameter removes the name from `__dict__` and `_modules` (and
+# filing a Module removes it from `__dict__` and `_parameters`), so that `self.fc = nn.Linear(...)` after
+# `self.fc = None` does not leave a stale plain attribute behind. One more case belongs to the first two
+# branches: `None` assigned to a name that is *already* a registered parameter (or sub-module) stays in
+# that registry with the value `None` (this is how `Linear(..., bias=False)` has `bias = None`, and
+# `parameters()` then skips it).
+#
+# `__init__` creates the registries, `_parameters` and `_modules` (plain dicts, which keep insertion
+# order), and sets `training = True`, all three with `object.__setattr__`: going through our own
+# `__setattr__` before `_parameters` exists would look for `_parameters` to decide where to put
+# `_parameters`. For the same reason, inside `__setattr__` and `__getattr__` find a registry with
+# `self.__dict__["_parameters"]` (or `.get`), never `self._parameters`, which would itself go through
+# `__getattr__` when it is missing, and recurse.
 #
 # Reading goes the other way. Python calls `__getattr__(name)` *only when the normal lookup fails*
 # (the instance `__dict__`, then the class). Parameters and modules are not in `__dict__`, so every
 # `self.hidden` lands in `Module.__getattr__`, which looks in the two registries and otherwise raises
-# `AttributeError` with PyTorch's exact words: `'Linear' object has no attribute 'wieght'`. (It must be
+# `AttributeError` with PyTorch's words: `'Linear' object has no attribute 'wieght'`. (It must be
 # `AttributeError`, not `KeyError`: `hasattr` and `getattr(obj, name, default)` rely on it.)
 #
-# The details that make it robust, all PyTorch's:
-#
-# - **`__init__` uses `object.__setattr__`** for the registries themselves: going through our own
-#   `__setattr__` before `_parameters` exists would look for `_parameters` to decide where to put
-#   `_parameters`. Create `_parameters` and `_modules` (plain dicts, which keep insertion order), then
-#   `training = True`.
-# - **A name lives in one place.** Assigning a Parameter removes the name from `__dict__` and
-#   `_modules` (and a Module removes it from `__dict__` and `_parameters`). Re-assigning a registered
-#   name keeps its position in the registry, as dict assignment does.
-# - **A registered parameter stays a parameter.** `self.weight = some_plain_tensor` where `weight` is a
-#   parameter is almost always a bug (the optimizer would no longer see it): raise `TypeError` naming
-#   the class, the value's type and the name: `cannot assign 'Tensor' as parameter 'weight' of Linear
-#   (Parameter or None expected)`. Assigning `None` is allowed: the name stays registered, with value
-#   `None`, and `parameters()` skips it (this is how `Linear(..., bias=False)` has `bias = None`).
-#   The same holds for a registered sub-module: only a `Module` or `None` may replace it.
-# - **Assigning before `super().__init__()`** (a classic slip in a subclass's `__init__`) finds no
-#   registry: raise `AttributeError("cannot assign parameter 'w' to Net before Module.__init__() call:
-#   call super().__init__() first")` instead of a puzzling error three lines later. Find the registries
-#   with `self.__dict__.get("_parameters")`: inside `__setattr__`/`__getattr__`, plain `self._parameters`
-#   would itself go through `__getattr__` when it is missing, and recurse.
-# - **`del module.name`** removes the name from whichever registry holds it (`__delattr__`).
-#
-# `register_parameter(name, param)` and `add_module(name, module)` are the explicit forms of the same
-# thing, for names that are not valid identifiers (`Sequential` registers its children as `"0"`, `"1"`,
-# ...). They check the value's type (`TypeError`); the helper `_check_name` (given) checks the name: a
-# non-empty `str` without `"."` (dots separate the levels of `"encoder.layers.1.bias"`), not already an
-# ordinary attribute (`KeyError`, as in PyTorch).
+# **Given: PyTorch's guards.** PyTorch refuses a few assignments that are almost always bugs, and
+# `_check_assignment` (given, called by `__setattr__` before your branches) does the same: a plain
+# `Tensor` assigned over a registered parameter (the optimizer would no longer see it) or a non-Module
+# over a registered sub-module raises `TypeError`, and a Parameter or Module assigned before
+# `super().__init__()` (a classic slip in a subclass's `__init__`) raises an `AttributeError` that says
+# to call it first. Also given: `__delattr__` (`del module.name` removes the name from whichever
+# registry holds it) and `register_parameter(name, param)` / `add_module(name, module)`, the explicit
+# forms of the same filing, for names that are not valid identifiers (`Sequential` registers its
+# children as `"0"`, `"1"`, ...), with their checks of the name (`_check_name`). Read them: they are
+# short, and they are what PyTorch does.
 #
 # `forward` is what a subclass writes; `__call__` runs it (given), so `layer(x)` means `layer.forward(x)`.
 # PyTorch's `__call__` also runs hooks around `forward`; we have none.
@@ -220,32 +215,34 @@ assert type(p * 2) is Tensor, "an op on a Parameter gives a plain Tensor, not a 
 #     └── "fc": Linear(8, 2)                        "2.fc" Linear    ("2.fc.weight", "2.fc.bias")
 # ```
 #
-# - `named_children()` yields `(name, module)` for the direct sub-modules, in registration order;
-#   `children()` yields the modules.
-# - `named_modules(memo=None, prefix="", remove_duplicate=True)` yields `(prefix, self)` first, then
-#   recursively every sub-module with its dotted name (pre-order: a module, then its subtree, as above).
-#   `modules()` yields the modules.
+# Task 04.3 is the two walks everything else is built on:
+#
+# - `named_modules(memo=None, prefix="", remove_duplicate=True)` yields `(prefix, self)` first, then,
+#   for each registered sub-module that is not `None`, recursively everything *its* `named_modules`
+#   yields, with the dotted name `prefix + "." + name` (just `name` when `prefix` is empty). Pre-order: a
+#   module, then its subtree, as in the picture above.
 # - `named_parameters(prefix="", recurse=True, remove_duplicate=True)` yields, for every module of
-#   `named_modules(prefix=prefix)` (only `self` when `recurse=False`), its registered parameters with the
-#   dotted name `module_name + "." + parameter_name` (no leading dot for `self`'s own). `parameters()`
-#   yields the Parameters. Skip the `None` entries. So a module's own parameters come before those of
-#   its sub-modules, whatever the order of the assignments in `__init__`: a `Block` that sets
+#   `named_modules(prefix=prefix)` (only `(prefix, self)` when `recurse=False`), its registered
+#   parameters with the dotted name `module_name + "." + parameter_name` (no leading dot for `self`'s
+#   own), skipping the `None` entries. So a module's own parameters come before those of its
+#   sub-modules, whatever the order of the assignments in `__init__`: a `Block` that sets
 #   `self.scale = Scale(2)` and then `self.shift = Parameter(...)` yields `shift`, then `scale.weight`,
 #   exactly as PyTorch does.
 #
 # **Shared parameters and modules are yielded once.** Weight tying (the GPT shares its token embedding
 # with its output layer) registers one Parameter under two names. An optimizer that received it twice
 # would apply every update twice. So, with `remove_duplicate=True` (the default), remember what you have
-# yielded and skip repeats; do the same for modules in `named_modules` (the `memo` set) and in
-# `named_children`. Identify by identity: keep `id(...)` of what you have seen, or the objects themselves
-# in a set (a Module hashes by identity).
+# yielded and skip repeats: in `named_modules` the set `memo` (created on the first call, and passed down
+# the recursion so that the whole walk shares it), in `named_parameters` a set of its own. Identify by
+# identity: keep `id(...)` of what you have seen, or the objects themselves in a set (a Module hashes by
+# identity). With `remove_duplicate=False` every name is yielded, repeats included: `state_dict` (task
+# 04.5) needs that, since in PyTorch a tied weight appears in a checkpoint under each of its names.
 #
-# With `remove_duplicate=False` every name is yielded, repeats included. `state_dict` (task 04.5) needs
-# that: in PyTorch a tied weight appears in a checkpoint under each of its names.
-#
-# All six are generators (`yield`, `yield from`): a caller that wants a list writes
+# Both are generators (`yield`, `yield from`): a caller that wants a list writes
 # `list(model.parameters())`. The recursion goes as deep as the module tree, a handful of levels, so a
 # recursive `named_modules` is fine here (unlike autograd's graph in 02, which can be 100,000 deep).
+# The rest is given, a line or two over your two walks: `modules()`, `parameters()`, and
+# `named_children()` / `children()` (the direct sub-modules, each once).
 
 # %% [markdown]
 # ## Train and eval, zero_grad
@@ -270,39 +267,31 @@ assert type(p * 2) is Tensor, "an op on a Parameter gives a plain Tensor, not a 
 # live weights would change under you as training continues. NumPy arrays, not Tensors, because they go
 # straight into an `.npz` file in module 07.
 #
-# `load_state_dict(state_dict, strict=True)` is the inverse, and the place where a careless
-# implementation hurts most:
+# `load_state_dict(state_dict, strict=True)` is the inverse:
 #
-# 1. **Compare the keys.** `missing` = names the model has and the dict lacks; `unexpected` = names the
-#    dict has and the model lacks (both in order).
-# 2. **Compare the shapes** of the common keys (a value may be an array or a Tensor).
-# 3. **Refuse before touching anything** if there is a problem: with `strict=True`, missing or
-#    unexpected keys are errors; a shape mismatch is always an error. Raise one `RuntimeError` that
-#    lists *every* problem, in PyTorch's words:
-#
-#    ```
-#    Error(s) in loading state_dict for Sequential:
-#    	Missing key(s) in state_dict: "2.weight", "2.bias".
-#    	size mismatch for 0.weight: copying a param with shape (8, 3) from checkpoint, the shape in current model is (8, 4).
-#    ```
-#
-#    (the unexpected keys line reads `Unexpected key(s) in state_dict: "extra.weight".`). Naming every
-#    key at once spares the user one run per mistake. (PyTorch copies what it can and raises after; we
-#    check everything first, so a failed load leaves the model as it was.)
-# 4. **Copy in place**: `param.data[...] = value`. The *same* Parameter objects (and arrays) stay
-#    registered, so an optimizer that already holds them keeps working; a load that assigned new
-#    Parameters would leave the optimizer updating orphans. The assignment casts to float32.
-# 5. Return `_IncompatibleKeys(missing_keys, unexpected_keys)` (given: a namedtuple, whose repr says
+# 1. **Check before touching anything.** `_check_state_dict(self, own, state_dict, strict)` (given) takes
+#    the model's parameters by name (`own`, a dict from `named_parameters(remove_duplicate=False)`) and
+#    compares: missing keys, unexpected keys, values of another shape (a value may be an array or a
+#    Tensor). If anything is wrong (with `strict=True`, missing or unexpected keys; a shape always) it
+#    raises one `RuntimeError` that lists *every* problem in PyTorch's words, so the user fixes them in
+#    one go and a failed load leaves the model as it was. Otherwise it returns the two lists
+#    `(missing_keys, unexpected_keys)`.
+# 2. **Copy in place**, for every key the model has: `param.data[...] = value` (`np.asarray(value)`
+#    turns a Tensor into its array). The *same* Parameter objects (and arrays) stay registered, so an
+#    optimizer that already holds them keeps working; a load that assigned new Parameters would leave the
+#    optimizer updating orphans. The assignment casts to float32.
+# 3. Return `_IncompatibleKeys(missing_keys, unexpected_keys)` (given: a namedtuple, whose repr says
 #    `<All keys matched successfully>` when both lists are empty, like PyTorch's).
 #
 # With `strict=False`, missing and unexpected keys are reported in the returned lists, not raised, and
 # the matching keys are loaded: that is how you load a pretrained body into a model with a new head.
 
 # %% [markdown]
-# ## The repr: the model as a tree
+# ## The repr: the model as a tree (given)
 #
-# `print(model)` in PyTorch shows the tree, and a course that claims PyTorch's API must print the same
-# text, character for character:
+# `print(model)` in PyTorch shows the tree, and this package prints the same text, character for
+# character. `Module.__repr__` is given; what a layer adds is its `extra_repr()`, its own settings
+# (`in_features=784, out_features=256, bias=True`; `''` by default), also given in every layer below:
 #
 # ```
 # Sequential(
@@ -314,18 +303,10 @@ assert type(p * 2) is Tensor, "an op on a Parameter gives a plain Tensor, not a 
 # )
 # ```
 #
-# Each module contributes `extra_repr()` (its own settings, e.g. `in_features=784, out_features=256,
-# bias=True`; `''` by default) and its children. The rule, `Module.__repr__` in PyTorch:
-#
-# - `lines` = the lines of `extra_repr()` (none if it is empty), followed by one line per registered
-#   child, `"(" + name + "): " + repr(child)`, where every line of the child's repr after its first is
-#   indented by two spaces (`_addindent(text, 2)`, given). A `None` child prints as `None`.
-# - If there are no children and `extra_repr()` is at most one line: `Name(` + that line + `)`, all on one
-#   line (`ReLU()`, `Linear(in_features=4, out_features=3, bias=True)`).
-# - Otherwise: `Name(`, then each line of `lines` on its own line indented by two spaces, then `)` on its
-#   own line.
-#
-# `Name` is the class name (`self._get_name()`, given).
+# The rule: a module without children whose `extra_repr()` is at most one line prints on one line,
+# `Name(` + extra + `)`; otherwise `Name(`, then the lines of `extra_repr()` and one line per child,
+# `(name): ` + the child's repr (its later lines indented by two more spaces), each indented by two
+# spaces, then `)` on its own line.
 
 # %%
 #| export
@@ -333,6 +314,24 @@ def _addindent(text: str, num_spaces: int) -> str:
     """Indent every line of `text` after the first by `num_spaces` spaces."""
     first, *rest = text.split("\n")
     return "\n".join([first] + [" " * num_spaces + line for line in rest])
+
+
+def _check_assignment(module, name: str, value) -> None:
+    """PyTorch's refusals for `module.name = value`: a Parameter or Module before Module.__init__(), and a
+    registered parameter (or sub-module) replaced by anything but a Parameter (a Module) or None."""
+    owner = type(module).__name__
+    parameters, modules = module.__dict__.get("_parameters"), module.__dict__.get("_modules")
+    if isinstance(value, (Parameter, Module)) and parameters is None:
+        kind = "parameter" if isinstance(value, Parameter) else "module"
+        raise AttributeError(f"cannot assign {kind} {name!r} to {owner} before Module.__init__() call: "
+                             f"call super().__init__() first")
+    if parameters is not None and name in parameters and not isinstance(value, Parameter) and value is not None:
+        raise TypeError(f"cannot assign {type(value).__name__!r} as parameter {name!r} of {owner} "
+                        f"(Parameter or None expected)")
+    if (modules is not None and name in modules and not isinstance(value, (Module, Parameter))
+            and value is not None):
+        raise TypeError(f"cannot assign {type(value).__name__!r} as child module {name!r} of {owner} "
+                        f"(Module or None expected)")
 
 
 def _check_name(module, name, kind: str, registry: str) -> None:
@@ -349,6 +348,25 @@ def _check_name(module, name, kind: str, registry: str) -> None:
         raise KeyError(f"attribute {name!r} already exists in {owner}")
 
 
+def _check_state_dict(module, own: dict, state_dict, strict: bool) -> tuple[list, list]:
+    """(missing_keys, unexpected_keys) of loading state_dict into the parameters `own` (name -> Parameter);
+    one RuntimeError naming every problem (missing or unexpected keys when strict, a shape always)."""
+    missing = [name for name in own if name not in state_dict]
+    unexpected = [name for name in state_dict if name not in own]
+    errors = []
+    if strict and missing:
+        errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". ")
+    if strict and unexpected:
+        errors.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". ")
+    for name, param in own.items():
+        if name in state_dict and np.shape(state_dict[name]) != param.shape:
+            errors.append(f"size mismatch for {name}: copying a param with shape {np.shape(state_dict[name])} "
+                          f"from checkpoint, the shape in current model is {param.shape}.")
+    if errors:
+        raise RuntimeError(f"Error(s) in loading state_dict for {type(module).__name__}:\n\t" + "\n\t".join(errors))
+    return missing, unexpected
+
+
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
     """What load_state_dict returns: the keys it could not match."""
 
@@ -359,8 +377,8 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
 
 # %% [markdown]
 # The whole `Module` class is one cell (Python cannot split a class across cells); your regions for
-# tasks 04.2 to 04.6 are in it, each marked with its task. The test cells after it take the tasks one
-# at a time.
+# tasks 04.2 to 04.5 are in it, each marked with its task, between the given methods. The test cells
+# after it take the tasks one at a time.
 
 # %%
 #| export nn
@@ -378,34 +396,17 @@ class Module:
 
     def __setattr__(self, name: str, value) -> None:
         """Parameter -> _parameters, Module -> _modules, anything else -> the instance's __dict__."""
+        _check_assignment(self, name, value)   # given: PyTorch's refusals, before anything is filed
         ### BEGIN SOLUTION 04.2 Module registration
-        parameters = self.__dict__.get("_parameters")
-        modules = self.__dict__.get("_modules")
-        owner = type(self).__name__
-        if isinstance(value, Parameter):
-            if parameters is None:
-                raise AttributeError(f"cannot assign parameter {name!r} to {owner} before Module.__init__() "
-                                     f"call: call super().__init__() first")
+        parameters, modules = self.__dict__.get("_parameters"), self.__dict__.get("_modules")
+        if isinstance(value, Parameter) or (value is None and parameters is not None and name in parameters):
             self.__dict__.pop(name, None)
             modules.pop(name, None)
             parameters[name] = value
-        elif parameters is not None and name in parameters:
-            if value is not None:
-                raise TypeError(f"cannot assign {type(value).__name__!r} as parameter {name!r} of {owner} "
-                                f"(Parameter or None expected)")
-            parameters[name] = None
-        elif isinstance(value, Module):
-            if modules is None:
-                raise AttributeError(f"cannot assign module {name!r} to {owner} before Module.__init__() "
-                                     f"call: call super().__init__() first")
+        elif isinstance(value, Module) or (value is None and modules is not None and name in modules):
             self.__dict__.pop(name, None)
             parameters.pop(name, None)
             modules[name] = value
-        elif modules is not None and name in modules:
-            if value is not None:
-                raise TypeError(f"cannot assign {type(value).__name__!r} as child module {name!r} of {owner} "
-                                f"(Module or None expected)")
-            modules[name] = None
         else:
             object.__setattr__(self, name, value)
         ### END SOLUTION
@@ -422,34 +423,28 @@ class Module:
 
     def __delattr__(self, name: str) -> None:
         """`del module.name`: remove a registered parameter or sub-module, or an ordinary attribute."""
-        ### BEGIN SOLUTION 04.2 Module registration
         if name in self.__dict__.get("_parameters", {}):
             del self._parameters[name]
         elif name in self.__dict__.get("_modules", {}):
             del self._modules[name]
         else:
             object.__delattr__(self, name)
-        ### END SOLUTION
 
     def register_parameter(self, name: str, param) -> None:
         """Register `param` (a Parameter, or None) under `name`."""
         _check_name(self, name, "parameter", "_parameters")
-        ### BEGIN SOLUTION 04.2 Module registration
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"cannot assign {type(param).__name__!r} as parameter {name!r} of "
                             f"{type(self).__name__} (Parameter or None expected)")
         self._parameters[name] = param
-        ### END SOLUTION
 
     def add_module(self, name: str, module) -> None:
         """Register `module` (a Module, or None) as a child under `name`."""
         _check_name(self, name, "module", "_modules")
-        ### BEGIN SOLUTION 04.2 Module registration
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass: cannot add it to "
                             f"{type(self).__name__} as {name!r}")
         self._modules[name] = module
-        ### END SOLUTION
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
@@ -475,30 +470,6 @@ class Module:
                 yield from module.named_modules(memo, child_prefix, remove_duplicate)
         ### END SOLUTION
 
-    def modules(self):
-        """Every module of the tree, self first."""
-        ### BEGIN SOLUTION 04.3 Module traversal
-        for _, module in self.named_modules():
-            yield module
-        ### END SOLUTION
-
-    def named_children(self):
-        """(name, module) of the direct sub-modules, in registration order, each once."""
-        ### BEGIN SOLUTION 04.3 Module traversal
-        seen = set()
-        for name, module in self._modules.items():
-            if module is not None and module not in seen:
-                seen.add(module)
-                yield name, module
-        ### END SOLUTION
-
-    def children(self):
-        """The direct sub-modules."""
-        ### BEGIN SOLUTION 04.3 Module traversal
-        for _, module in self.named_children():
-            yield module
-        ### END SOLUTION
-
     def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True):
         """(dotted name, Parameter) of this module (and, with recurse, of every sub-module)."""
         ### BEGIN SOLUTION 04.3 Module traversal
@@ -515,12 +486,28 @@ class Module:
                 yield (f"{module_prefix}.{name}" if module_prefix else name), param
         ### END SOLUTION
 
+    def modules(self):
+        """Every module of the tree, self first."""
+        for _, module in self.named_modules():
+            yield module
+
     def parameters(self, recurse: bool = True):
         """Every Parameter of the tree, each once."""
-        ### BEGIN SOLUTION 04.3 Module traversal
         for _, param in self.named_parameters(recurse=recurse):
             yield param
-        ### END SOLUTION
+
+    def named_children(self):
+        """(name, module) of the direct sub-modules, in registration order, each once."""
+        seen = set()
+        for name, module in self._modules.items():
+            if module is not None and module not in seen:
+                seen.add(module)
+                yield name, module
+
+    def children(self):
+        """The direct sub-modules."""
+        for _, module in self.named_children():
+            yield module
 
     # --- modes and gradients (04.4) ----------------------------------------------------------------
 
@@ -559,32 +546,17 @@ class Module:
         ### END SOLUTION
 
     def load_state_dict(self, state_dict, strict: bool = True) -> _IncompatibleKeys:
-        """Copy the values into the parameters in place; RuntimeError naming every bad key (missing or
-        unexpected with strict, mis-shaped always) before anything is copied."""
-        ### BEGIN SOLUTION 04.5 state_dict and load_state_dict
+        """Copy the values into the parameters in place, after _check_state_dict (given) found no problem."""
         own = dict(self.named_parameters(remove_duplicate=False))
-        missing = [name for name in own if name not in state_dict]
-        unexpected = [name for name in state_dict if name not in own]
-        values, errors = {}, []
-        if strict and missing:
-            errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". ")
-        if strict and unexpected:
-            errors.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". ")
+        missing, unexpected = _check_state_dict(self, own, state_dict, strict)
+        ### BEGIN SOLUTION 04.5 state_dict and load_state_dict
         for name, param in own.items():
             if name in state_dict:
-                value = state_dict[name]
-                values[name] = np.asarray(value)
-                if values[name].shape != param.shape:
-                    errors.append(f"size mismatch for {name}: copying a param with shape {values[name].shape} "
-                                  f"from checkpoint, the shape in current model is {param.shape}.")
-        if errors:
-            raise RuntimeError(f"Error(s) in loading state_dict for {self._get_name()}:\n\t" + "\n\t".join(errors))
-        for name, value in values.items():
-            own[name].data[...] = value
+                param.data[...] = np.asarray(state_dict[name])
         return _IncompatibleKeys(missing, unexpected)
         ### END SOLUTION
 
-    # --- repr (04.6) -------------------------------------------------------------------------------
+    # --- repr (given) ------------------------------------------------------------------------------
 
     def _get_name(self) -> str:
         return type(self).__name__
@@ -594,14 +566,12 @@ class Module:
         return ""
 
     def __repr__(self) -> str:
-        ### BEGIN SOLUTION 04.6 Module.__repr__
         extra = self.extra_repr()
         extra_lines = extra.split("\n") if extra else []
         child_lines = [f"({name}): {_addindent(repr(module), 2)}" for name, module in self._modules.items()]
         if not child_lines and len(extra_lines) <= 1:
             return f"{self._get_name()}({''.join(extra_lines)})"
         return f"{self._get_name()}(\n  " + "\n  ".join(extra_lines + child_lines) + "\n)"
-        ### END SOLUTION
 
 # %% [markdown]
 # A few small modules to test with. They use only `Parameter` and `Module`: every layer in the rest of
@@ -725,7 +695,7 @@ assert result.unexpected_keys == [] and "second.shift" in result.missing_keys
 assert model.first.shift.data.tolist() == [5.0, 6.0]
 
 # %% [markdown]
-# Test 04.6: the repr.
+# The repr of the test modules (given code: nothing to write, but the text shows the tree).
 
 # %%
 print(model)
@@ -750,7 +720,7 @@ assert repr(model) == ("Twice(\n"
 # linear layers to every position of every sequence at once). The last axis is transformed; the others
 # are carried along.
 #
-# ### Initialisation (task 04.7)
+# ### Initialisation (task 04.6)
 #
 # Weights must start random (identical weights get identical gradients and never become different) and
 # at the right *scale*. If each of the `in` inputs has variance 1 and each weight variance σ², an output
@@ -772,7 +742,7 @@ assert repr(model) == ("Twice(\n"
 # register the name `bias` as `None` (`self.register_parameter("bias", None)`), so `layer.bias` exists
 # and is `None`, and `parameters()` yields only the weight.
 #
-# `extra_repr()` is `in_features=4, out_features=3, bias=True`.
+# `extra_repr()` (given) is `in_features=4, out_features=3, bias=True`.
 
 # %%
 #| export nn
@@ -781,7 +751,7 @@ class Linear(Module):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True):
         super().__init__()
-        ### BEGIN SOLUTION 04.7 Linear initialisation
+        ### BEGIN SOLUTION 04.6 Linear initialisation
         self.in_features, self.out_features = in_features, out_features
         self.weight = Parameter(np.empty((out_features, in_features), dtype=np.float32))
         if bias:
@@ -793,7 +763,7 @@ class Linear(Module):
 
     def reset_parameters(self) -> None:
         """weight and bias from U(-1/sqrt(in_features), 1/sqrt(in_features)), drawn from default_generator."""
-        ### BEGIN SOLUTION 04.7 Linear initialisation
+        ### BEGIN SOLUTION 04.6 Linear initialisation
         bound = 1.0 / math.sqrt(self.in_features) if self.in_features > 0 else 0.0
         self.weight.data[...] = default_generator.uniform(-bound, bound, size=self.weight.shape)
         if self.bias is not None:
@@ -801,15 +771,13 @@ class Linear(Module):
         ### END SOLUTION
 
     def extra_repr(self) -> str:
-        ### BEGIN SOLUTION 04.7 Linear initialisation
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
-        ### END SOLUTION
 
     def forward(self, input) -> Tensor:
         return linear(input, self.weight, self.bias)
 
 # %% [markdown]
-# Test 04.7: shapes, dtype, the bound, the spread, repeatability.
+# Test 04.6: shapes, dtype, the bound, the spread, repeatability.
 
 # %%
 layer = Linear(4, 3)
@@ -832,7 +800,7 @@ assert np.array_equal(Linear(5, 2).weight.data, first), "manual_seed makes initi
 assert not np.array_equal(Linear(5, 2).weight.data, first)
 
 # %% [markdown]
-# ### The forward and its backward (task 04.8)
+# ### The forward and its backward (task 04.7)
 #
 # `Linear.forward` (given, above) calls `linear(input, weight, bias)`, PyTorch's `nn.functional.linear`,
 # which you write here. It could be composed from 01's ops (`x @ weight.T +
@@ -877,7 +845,7 @@ class _Linear(Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias=None):
-        ### BEGIN SOLUTION 04.8 linear
+        ### BEGIN SOLUTION 04.7 linear
         ctx.save_for_backward(x, weight)
         out = x @ weight.T                                      # (N, in) @ (in, out) -> (N, out), a new array
         if bias is not None:
@@ -887,7 +855,7 @@ class _Linear(Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        ### BEGIN SOLUTION 04.8 linear
+        ### BEGIN SOLUTION 04.7 linear
         x, weight = ctx.saved_tensors
         needs = ctx.needs_input_grad
         grad_x = grad_output @ weight if needs[0] else None     # (N, out) @ (out, in) -> (N, in)
@@ -902,7 +870,7 @@ class _Linear(Function):
 #| export nn.functional
 def linear(input, weight, bias=None) -> Tensor:
     """y = input @ weight.T + bias over the last axis of input: (*, in) -> (*, out)."""
-    ### BEGIN SOLUTION 04.8 linear
+    ### BEGIN SOLUTION 04.7 linear
     x = as_tensor(input)
     if x.ndim == 0 or x.shape[-1] != weight.shape[-1]:
         raise ValueError(f"linear: expected input with last dimension {weight.shape[-1]} (the weight has shape "
@@ -913,7 +881,7 @@ def linear(input, weight, bias=None) -> Tensor:
     ### END SOLUTION
 
 # %% [markdown]
-# Test 04.8.
+# Test 04.7.
 
 # %%
 rng = np.random.default_rng(0)
@@ -990,7 +958,7 @@ class Sequential(Module):
 
     def __init__(self, *modules):
         super().__init__()
-        ### BEGIN SOLUTION 04.9 Sequential
+        ### BEGIN SOLUTION 04.8 Sequential
         if len(modules) == 1 and isinstance(modules[0], OrderedDict):
             for name, module in modules[0].items():
                 self.add_module(name, module)
@@ -1000,30 +968,30 @@ class Sequential(Module):
         ### END SOLUTION
 
     def __getitem__(self, index):
-        ### BEGIN SOLUTION 04.9 Sequential
+        ### BEGIN SOLUTION 04.8 Sequential
         if isinstance(index, slice):
             return Sequential(OrderedDict(list(self._modules.items())[index]))
         return list(self._modules.values())[_checked_index(index, len(self), "Sequential")]
         ### END SOLUTION
 
     def __len__(self) -> int:
-        ### BEGIN SOLUTION 04.9 Sequential
+        ### BEGIN SOLUTION 04.8 Sequential
         return len(self._modules)
         ### END SOLUTION
 
     def __iter__(self):
-        ### BEGIN SOLUTION 04.9 Sequential
+        ### BEGIN SOLUTION 04.8 Sequential
         return iter(self._modules.values())
         ### END SOLUTION
 
     def append(self, module: Module) -> "Sequential":
-        ### BEGIN SOLUTION 04.9 Sequential
+        ### BEGIN SOLUTION 04.8 Sequential
         self.add_module(str(len(self)), module)
         return self
         ### END SOLUTION
 
     def forward(self, input):
-        ### BEGIN SOLUTION 04.9 Sequential
+        ### BEGIN SOLUTION 04.8 Sequential
         for module in self:
             input = module(input)
         return input
@@ -1035,41 +1003,41 @@ class ModuleList(Module):
 
     def __init__(self, modules=None):
         super().__init__()
-        ### BEGIN SOLUTION 04.10 ModuleList
+        ### BEGIN SOLUTION 04.9 ModuleList
         if modules is not None:
             self.extend(modules)
         ### END SOLUTION
 
     def __getitem__(self, index):
-        ### BEGIN SOLUTION 04.10 ModuleList
+        ### BEGIN SOLUTION 04.9 ModuleList
         if isinstance(index, slice):
             return ModuleList(list(self._modules.values())[index])
         return self._modules[str(_checked_index(index, len(self), "ModuleList"))]
         ### END SOLUTION
 
     def __setitem__(self, index, module: Module) -> None:
-        ### BEGIN SOLUTION 04.10 ModuleList
+        ### BEGIN SOLUTION 04.9 ModuleList
         self.add_module(str(_checked_index(index, len(self), "ModuleList")), module)
         ### END SOLUTION
 
     def __len__(self) -> int:
-        ### BEGIN SOLUTION 04.10 ModuleList
+        ### BEGIN SOLUTION 04.9 ModuleList
         return len(self._modules)
         ### END SOLUTION
 
     def __iter__(self):
-        ### BEGIN SOLUTION 04.10 ModuleList
+        ### BEGIN SOLUTION 04.9 ModuleList
         return iter(self._modules.values())
         ### END SOLUTION
 
     def append(self, module: Module) -> "ModuleList":
-        ### BEGIN SOLUTION 04.10 ModuleList
+        ### BEGIN SOLUTION 04.9 ModuleList
         self.add_module(str(len(self)), module)
         return self
         ### END SOLUTION
 
     def extend(self, modules) -> "ModuleList":
-        ### BEGIN SOLUTION 04.10 ModuleList
+        ### BEGIN SOLUTION 04.9 ModuleList
         if isinstance(modules, Module) and not isinstance(modules, (ModuleList, Sequential)):
             raise TypeError(f"ModuleList.extend should be called with an iterable of modules, "
                             f"but got {type(modules).__name__}")
@@ -1094,7 +1062,7 @@ class ModuleList(Module):
         return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
 
 # %% [markdown]
-# Test 04.9: Sequential.
+# Test 04.8: Sequential.
 
 # %%
 net = Sequential(Linear(4, 8), Scale(8), Linear(8, 2))
@@ -1118,7 +1086,7 @@ assert repr(Sequential(Linear(784, 256), Sequential(Scale(2)))) == (
     "  (1): Sequential(\n    (0): Scale(n=2)\n  )\n)")
 
 # %% [markdown]
-# Test 04.10: ModuleList. A plain list would hide the layers; a ModuleList registers them.
+# Test 04.9: ModuleList. A plain list would hide the layers; a ModuleList registers them.
 
 # %%
 class Stack(Module):
@@ -1167,7 +1135,8 @@ assert repr(ModuleList([Scale(2), Scale(2)])) == "ModuleList(\n  (0-1): 2 x Scal
 #   keeps everything, and the formula already gives the identity.
 # - In `__init__`, a `p` outside [0, 1] is a `ValueError` in PyTorch's words: `dropout probability has
 #   to be between 0 and 1, but got 1.5`. Store `p` as given.
-# - `extra_repr()` is `p=0.5, inplace=False` (PyTorch's `inplace` option: accepted, shown, never acted on).
+# - `extra_repr()` (given) is `p=0.5, inplace=False` (PyTorch's `inplace` option: accepted, shown, never
+#   acted on).
 
 # %%
 #| export nn
@@ -1176,7 +1145,7 @@ class Dropout(Module):
 
     def __init__(self, p: float = 0.5, inplace: bool = False):
         super().__init__()
-        ### BEGIN SOLUTION 04.11 Dropout
+        ### BEGIN SOLUTION 04.10 Dropout
         if not 0 <= p <= 1:
             raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
         self.p = p
@@ -1184,7 +1153,7 @@ class Dropout(Module):
         self.inplace = inplace  # accepted like PyTorch's, but tinytorch never overwrites a tensor autograd may need
 
     def forward(self, input) -> Tensor:
-        ### BEGIN SOLUTION 04.11 Dropout
+        ### BEGIN SOLUTION 04.10 Dropout
         x = as_tensor(input)
         if not self.training:
             return x
@@ -1197,12 +1166,10 @@ class Dropout(Module):
         ### END SOLUTION
 
     def extra_repr(self) -> str:
-        ### BEGIN SOLUTION 04.11 Dropout
         return f"p={self.p}, inplace={self.inplace}"
-        ### END SOLUTION
 
 # %% [markdown]
-# Test 04.11.
+# Test 04.10.
 
 # %%
 drop = Dropout(0.25)
@@ -1233,7 +1200,7 @@ for bad in (-0.1, 1.5):
 # a `reshape`, so it is differentiable for free. Its new shape: `shape[:start] + (product of
 # shape[start:end + 1],) + shape[end + 1:]`. A dimension outside the input's range is an `IndexError`
 # (`Dimension out of range (expected to be in range of [-2, 1], but got 2)`), and `start_dim` after
-# `end_dim` a `ValueError`. `extra_repr()` is `start_dim=1, end_dim=-1`.
+# `end_dim` a `ValueError`. `extra_repr()` (given) is `start_dim=1, end_dim=-1`.
 #
 # `Identity()` returns its input: a placeholder where an architecture has an optional layer (a model
 # built with or without a projection), so the code that uses it needs no `if`. Its `forward` is given.
@@ -1256,7 +1223,7 @@ class Flatten(Module):
         self.start_dim, self.end_dim = start_dim, end_dim
 
     def forward(self, input) -> Tensor:
-        ### BEGIN SOLUTION 04.12 Flatten
+        ### BEGIN SOLUTION 04.11 Flatten
         x = as_tensor(input)
         shape = x.shape if x.ndim > 0 else (1,)
         start, end = _dim(self.start_dim, len(shape)), _dim(self.end_dim, len(shape))
@@ -1268,9 +1235,7 @@ class Flatten(Module):
         ### END SOLUTION
 
     def extra_repr(self) -> str:
-        ### BEGIN SOLUTION 04.12 Flatten
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
-        ### END SOLUTION
 
 
 class Identity(Module):
@@ -1283,7 +1248,7 @@ class Identity(Module):
         return input
 
 # %% [markdown]
-# Test 04.12.
+# Test 04.11.
 
 # %%
 x = Tensor(rng.standard_normal((2, 1, 3, 4)), requires_grad=True)
@@ -1304,7 +1269,7 @@ except IndexError as error:
 # Inside a `Sequential` an activation must be a module. 03 wrote the functions (with their hand-written
 # backwards); here each becomes a thin module whose `forward` calls the function, exactly as PyTorch's
 # `nn/modules/activation.py` calls `torch.nn.functional`. The settings live on the module and appear in
-# its repr, in PyTorch's words:
+# its repr (given), in PyTorch's words:
 #
 # | module | forward | repr |
 # |---|---|---|
@@ -1315,8 +1280,7 @@ except IndexError as error:
 # | `Softmax(dim=-1)` | `softmax(input, dim=self.dim)` | `Softmax(dim=-1)` |
 # | `LogSoftmax(dim=-1)` | `log_softmax(input, dim=self.dim)` | `LogSoftmax(dim=-1)` |
 #
-# (`repr(self.approximate)` puts the quotes around `'none'`.) Forward and extra_repr of each are one line:
-# one task for all six. They are the only code of this module that needs 03, so 03's functions are
+# Each `forward` is one line: one task for all six. They are the only code of this module that needs 03, so 03's functions are
 # imported here, in the first cell that uses them.
 
 # %%
@@ -1336,7 +1300,7 @@ class ReLU(Module):
         return "inplace=True" if self.inplace else ""
 
     def forward(self, input) -> Tensor:
-        ### BEGIN SOLUTION 04.13 activation modules
+        ### BEGIN SOLUTION 04.12 activation modules
         return relu(input)
         ### END SOLUTION
 
@@ -1345,7 +1309,7 @@ class Sigmoid(Module):
     """sigmoid(x) = 1 / (1 + exp(-x)), elementwise."""
 
     def forward(self, input) -> Tensor:
-        ### BEGIN SOLUTION 04.13 activation modules
+        ### BEGIN SOLUTION 04.12 activation modules
         return sigmoid(input)
         ### END SOLUTION
 
@@ -1354,7 +1318,7 @@ class Tanh(Module):
     """tanh(x), elementwise."""
 
     def forward(self, input) -> Tensor:
-        ### BEGIN SOLUTION 04.13 activation modules
+        ### BEGIN SOLUTION 04.12 activation modules
         return tanh(input)
         ### END SOLUTION
 
@@ -1367,14 +1331,12 @@ class GELU(Module):
         self.approximate = approximate
 
     def forward(self, input) -> Tensor:
-        ### BEGIN SOLUTION 04.13 activation modules
+        ### BEGIN SOLUTION 04.12 activation modules
         return gelu(input, approximate=self.approximate)
         ### END SOLUTION
 
     def extra_repr(self) -> str:
-        ### BEGIN SOLUTION 04.13 activation modules
         return f"approximate={self.approximate!r}"
-        ### END SOLUTION
 
 
 class Softmax(Module):
@@ -1385,14 +1347,12 @@ class Softmax(Module):
         self.dim = dim
 
     def forward(self, input) -> Tensor:
-        ### BEGIN SOLUTION 04.13 activation modules
+        ### BEGIN SOLUTION 04.12 activation modules
         return softmax(input, dim=self.dim)
         ### END SOLUTION
 
     def extra_repr(self) -> str:
-        ### BEGIN SOLUTION 04.13 activation modules
         return f"dim={self.dim}"
-        ### END SOLUTION
 
 
 class LogSoftmax(Module):
@@ -1403,17 +1363,15 @@ class LogSoftmax(Module):
         self.dim = dim
 
     def forward(self, input) -> Tensor:
-        ### BEGIN SOLUTION 04.13 activation modules
+        ### BEGIN SOLUTION 04.12 activation modules
         return log_softmax(input, dim=self.dim)
         ### END SOLUTION
 
     def extra_repr(self) -> str:
-        ### BEGIN SOLUTION 04.13 activation modules
         return f"dim={self.dim}"
-        ### END SOLUTION
 
 # %% [markdown]
-# Test 04.13.
+# Test 04.12.
 
 # %%
 x = Tensor(np.array([[-2.0, 0.0, 3.0], [1.0, -1.0, 0.5]], dtype=np.float32))
