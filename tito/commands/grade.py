@@ -108,9 +108,13 @@ def _course_of(where: Path) -> Path | None:
 
 def _grade_all(grader: grading.Grader, work: list, found: dict, jobs: int) -> list[grading.Grade]:
     from rich.progress import Progress
+    from threadpoolctl import threadpool_limits
 
     grades = []
-    with Progress(console=console.err, transient=True) as progress, ThreadPoolExecutor(jobs) as pool:
+    # the judges run in this process's threads, side by side: numpy's BLAS on one thread each (OpenBLAS
+    # called from several threads at once, each wanting all cores, can spin for minutes)
+    with threadpool_limits(limits=1), Progress(console=console.err, transient=True) as progress, \
+            ThreadPoolExecutor(jobs) as pool:
         task = progress.add_task("grading", total=len(work))
         futures = [pool.submit(grader.grade, plan, name, found[name].notebooks, mode, found[name].notes)
                    for plan, name, mode in work]
