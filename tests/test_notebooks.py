@@ -8,7 +8,7 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from conftest import stage_numbers, tito
+from conftest import REPO, stage_numbers, tito
 from student import fill
 
 pytestmark = pytest.mark.slow  # real subprocesses end to end: left out by make test-fast
@@ -22,6 +22,7 @@ def _notebooks(course):
 
 def _execute(path, monkeypatch, course):
     monkeypatch.setenv("PYTHONPATH", str(course / "src"))  # the kernel imports this copy's exported package
+    monkeypatch.setenv("TINYTORCH_DATA", str(REPO / "datasets"))  # the copy has no datasets/ for 08's loaders to find
     notebook = nbformat.read(path, as_version=4)
     NotebookClient(notebook, timeout=600, kernel_name="python3",
                    resources={"metadata": {"path": str(path.parent)}}).execute()

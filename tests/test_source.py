@@ -109,13 +109,21 @@ def test_the_reference_package_exposes_pytorchs_names_and_nothing_by_accident(tm
     probe = ("import tinytorch as tt\n"
              "print(sorted(n for n in dir(tt) if not n.startswith('__')))\n"
              "print(sorted(n for n in dir(tt.training) if not n.startswith('__')))\n"
+             "for space in (tt.utils, tt.utils.data, tt.transforms, tt.datasets):\n"
+             "    print(sorted(n for n in dir(space) if not n.startswith('__')))\n"
              "from tinytorch.core.tensor import matmul_kernel\n"  # the files stay importable by their paths
              "print(type(tt.as_tensor([1.0])).__name__, tt.as_tensor(tt.ones(2)) is not None)")
     run = subprocess.run([sys.executable, "-c", probe], env={"PYTHONPATH": str(root / "build" / "reference")},
                          capture_output=True, text=True)
-    top, training, last = run.stdout.splitlines()
-    assert eval(top) == ["Tensor", "arange", "as_tensor", "autograd", "is_grad_enabled", "manual_seed", "nn",
-                         "no_grad", "ones", "optim", "randn", "training", "zeros"], run.stderr
+    top, training, utils, data, transforms, datasets, last = run.stdout.splitlines()
+    assert eval(top) == ["Tensor", "arange", "as_tensor", "autograd", "datasets", "is_grad_enabled", "manual_seed",
+                         "nn", "no_grad", "ones", "optim", "randn", "training", "transforms", "utils",
+                         "zeros"], run.stderr
     assert eval(training) == ["ProgressBar", "accuracy", "batches", "evaluate", "fit", "load_checkpoint",
                               "save_checkpoint", "train_epoch"]
+    assert eval(utils) == ["data"]
+    assert eval(data) == ["BatchSampler", "DataLoader", "Dataset", "RandomSampler", "Sampler", "SequentialSampler",
+                          "TensorDataset", "default_collate"]
+    assert eval(transforms) == ["Compose", "Normalize", "RandomCrop", "RandomHorizontalFlip"]
+    assert eval(datasets) == ["Digits", "FashionMNIST", "MNIST", "shakespeare"]
     assert last == "Tensor True"

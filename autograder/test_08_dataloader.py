@@ -1,0 +1,987 @@
+"""Hidden suite of 08_dataloader: TensorDataset, default_collate, the samplers, the DataLoader and the
+transforms Normalize, RandomHorizontalFlip and RandomCrop.
+
+Deterministic results (items, collated batches, batches in order, normalised images) are compared with
+numpy. Random ones (shuffled epochs, flips, crops) come back raw, every order and every image, and the
+verdict decides: each epoch a permutation, the same under the same seed and another under another seed,
+each output image the input or its mirror, or a window of the padded input, the places spread over every
+position. A collated result travels as plain data (`_plain`): each Tensor as its dtype and values, each
+container as its type and parts. The datasets are plain classes of the suite with `__len__` and
+`__getitem__` (duck typing, as PyTorch allows), so that a loader check needs no TensorDataset; the shipped
+data files are never read here (the given loaders are tested by the project's own tests).
+"""
+
+import collections
+import re
+
+import numpy as np
+from hypothesis import strategies as st
+
+from checklib import CheckFailed, arrays, by_variant, capture_error, check, expect_error
+
+# ---------------------------------------------------------------------------------------------------
+# compute helpers (they travel to the sandbox and reveal no answer)
+
+Pair = collections.namedtuple("Pair", ["image", "label"])
+
+
+def _plain(tt, value):
+    """A collated result as plain data: a Tensor as its dtype and values, a container as its type and parts."""
+    if isinstance(value, tt.Tensor):
+        return {"Tensor of dtype": str(value.dtype), "values": np.asarray(value.numpy())}
+    if isinstance(value, dict):
+        return {"dict": {str(key): _plain(tt, part) for key, part in value.items()}}
+    if isinstance(value, (list, tuple)):
+        return {type(value).__name__: [_plain(tt, part) for part in value]}
+    if isinstance(value, str):
+        return value
+    return {"a " + type(value).__name__: repr(value)[:60]}
+
+
+def _items(case):
+    """The items of a collation case, made in the box: Python numbers, numpy arrays or scalars, Tensors."""
+    kind, items = case["kind"], case["items"]
+    if kind == "numpy scalars":
+        return [np.dtype(case["dtype"]).type(item) for item in items]
+    return list(items)
+
+
+class _Rows:
+    """A dataset of (x[i], int(y[i])) that logs every index it is asked for."""
+
+    def __init__(self, x, y):
+        self.x, self.y, self.asked = x, y, []
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, index):
+        self.asked.append(int(index))
+        return self.x[index], int(self.y[index])
+
+
+class _Labels:
+    """n items, item i being the int i: a loader over it yields the order of the epoch."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, index):
+        return int(index)
+
+
+class _Orders:
+    """A sampler yielding a given order per epoch, in turn; counts how often it was iterated."""
+
+    def __init__(self, orders):
+        self.orders, self.passes = orders, 0
+
+    def __iter__(self):
+        self.passes += 1
+        return iter(self.orders[(self.passes - 1) % len(self.orders)])
+
+    def __len__(self):
+        return len(self.orders[0])
+
+
+def _order(loader):
+    return [int(index) for batch in loader for index in np.asarray(batch).reshape(-1)]
+
+
+def _given(tt, array, form):
+    return tt.Tensor(array) if form == "Tensor" else array
+
+
+def _back(tt, output):
+    """A transform's output: its type and its array."""
+    return {"type": type(output).__name__, "array": np.asarray(output.numpy() if isinstance(output, tt.Tensor)
+                                                                  else output)}
+
+
+# ---------------------------------------------------------------------------------------------------
+# the judge's side: strategies, numpy references and words
+
+
+def _tensor(array):
+    array = np.asarray(array)
+    return {"Tensor of dtype": str(array.dtype), "values": array}
+
+
+def _is_permutation(order, n):
+    return sorted(order) == list(range(n))
+
+
+def _fail(sentence):
+    raise CheckFailed(sentence, sentence)
+
+
+# ---------------------------------------------------------------------------------------------------
+# 08.1 TensorDataset
+
+_DTYPES = [np.float32, np.float64, np.int64, np.uint8]
+
+
+@st.composite
+def _tensors(draw):
+    n, count = draw(st.integers(1, 6)), draw(st.integers(1, 3))
+    parts = []
+    for _ in range(count):
+        dtype = draw(st.sampled_from(_DTYPES))
+        tail = tuple(draw(st.integers(1, 3)) for _ in range(draw(st.integers(0, 2))))
+        parts.append(draw(arrays((n,) + tail, dtype, 0, 100)))
+    return {"tensors": parts, "forms": [draw(st.sampled_from(["array", "Tensor"])) for _ in parts]}
+
+
+def _shapes(case):
+    return ", ".join(f"{form} {t.shape}" for t, form in zip(case["tensors"], case["forms"]))
+
+
+@check(task="08.1", points=2, inputs=_tensors(), dtype=True,
+       describe=lambda case: f"TensorDataset({_shapes(case)}): len(), every item and item -1")
+def tensor_dataset_items_are_tuples_of_rows(tt, case):
+    dataset = tt.utils.data.TensorDataset(*[_given(tt, t, form) for t, form in zip(case["tensors"], case["forms"])])
+    items = {f"item {i}": dataset[i] for i in [*range(len(case["tensors"][0])), -1]}
+    return {"len": len(dataset), **{key: {type(item).__name__: [_plain(tt, part) for part in item]}
+                                         for key, item in items.items()}}
+
+
+@tensor_dataset_items_are_tuples_of_rows.expected
+def _(case):
+    n = len(case["tensors"][0])
+    return {"len": n, **{f"item {i}": {"tuple": [_tensor(t[i]) for t in case["tensors"]]} for i in [*range(n), -1]}}
+
+
+@check(task="08.1", points=1, inputs=st.tuples(st.integers(1, 5), st.integers(1, 5)).filter(
+           lambda pair: pair[0] != pair[1]).map(lambda pair: {"sizes": pair}),
+       describe=lambda case: f"TensorDataset(array of shape ({case['sizes'][0]}, 2), array of shape "
+                             f"({case['sizes'][1]},))")
+def tensor_dataset_with_mismatched_sizes_raises(tt, case):
+    first, second = case["sizes"]
+    return capture_error(lambda: tt.utils.data.TensorDataset(np.zeros((first, 2), np.float32), np.zeros(second)))
+
+
+tensor_dataset_with_mismatched_sizes_raises.verdict(lambda case, output: expect_error(
+    f"TensorDataset(arrays of {case['sizes'][0]} and {case['sizes'][1]} rows)", output, "ValueError"))
+
+# ---------------------------------------------------------------------------------------------------
+# 08.2 default_collate: numbers, arrays and Tensors
+
+
+def _leaves(kind, values, dtype=None):
+    return st.integers(1, 6).flatmap(lambda n: st.lists(values, min_size=n, max_size=n)).map(
+        lambda items: {"kind": kind, "items": items, "dtype": dtype})
+
+
+@st.composite
+def _array_items(draw, kind):
+    n, dtype = draw(st.integers(1, 5)), draw(st.sampled_from(_DTYPES))
+    shape = tuple(draw(st.integers(1, 3)) for _ in range(draw(st.integers(0, 3))))
+    return {"kind": kind, "items": [draw(arrays(shape, dtype, 0, 50)) for _ in range(n)], "dtype": str(np.dtype(dtype))}
+
+
+_floats = st.floats(-100, 100, allow_nan=False, width=32)
+COLLATE_LEAVES = {
+    "Python ints": ("08.2", 1, _leaves("Python ints", st.integers(-1000, 1000))),
+    "Python floats, or ints and floats mixed": ("08.2", 1, _leaves("Python floats", st.one_of(_floats, st.integers(
+        -5, 5))).filter(lambda case: any(isinstance(v, float) for v in case["items"]))),
+    "Python bools": ("08.2", 1, _leaves("Python bools", st.booleans())),
+    "numpy scalars": ("08.2", 1, st.sampled_from(["uint8", "int32", "float64", "float32"]).flatmap(
+        lambda dtype: _leaves("numpy scalars", st.integers(0, 200), dtype))),
+    "numpy arrays": ("08.2", 1, _array_items("numpy arrays")),
+    "Tensors": ("08.2", 1, _array_items("Tensors")),
+}
+
+
+def _collated_leaves(case):
+    kind, items = case["kind"], case["items"]
+    if kind == "Python ints":
+        return np.array(items, dtype=np.int64)
+    if kind == "Python floats":
+        return np.array(items, dtype=np.float64).astype(np.float32)
+    if kind == "Python bools":
+        return np.array(items, dtype=np.bool_)
+    if kind == "numpy scalars":
+        return np.array(items).astype(case["dtype"])
+    return np.stack(items)
+
+
+@check(task="per variant", points=0, dtype=True, variants={v: row[2] for v, row in COLLATE_LEAVES.items()},
+       describe=lambda case: f"default_collate(a list of {len(case['items'])} {case['kind']}"
+                             + (f" of dtype {case['dtype']}" if case["dtype"] else "")
+                             + (f" of shape {np.shape(case['items'][0])}" if case["kind"] in ("numpy arrays", "Tensors")
+                                else f": {case['items']!r:.60}") + ")")
+def default_collate_stacks_numbers_arrays_and_tensors(tt, case):
+    items = _items(case)
+    if case["kind"] == "Tensors":
+        items = [tt.Tensor(item) for item in items]
+    return _plain(tt, tt.utils.data.default_collate(items))
+
+
+default_collate_stacks_numbers_arrays_and_tensors.expected(lambda case: _tensor(_collated_leaves(case)))
+
+
+@st.composite
+def _ragged(draw):
+    """Items of shape `first` up to `index`, then one of another shape, then any of the two."""
+    first = tuple(draw(st.integers(1, 4)) for _ in range(draw(st.integers(1, 2))))
+    other = draw(st.tuples(*[st.integers(1, 4) for _ in range(draw(st.integers(1, 3)))]).filter(
+        lambda shape: shape != first))
+    index, after = draw(st.integers(1, 4)), draw(st.lists(st.booleans(), max_size=3))
+    return {"shapes": [first] * index + [other] + [other if flag else first for flag in after], "index": index,
+            "as": draw(st.sampled_from(["array", "Tensor"]))}
+
+
+@check(task="08.2", points=2, inputs=_ragged(),
+       describe=lambda case: f"default_collate(a list of {case['as']}s of shapes {case['shapes']})")
+def default_collate_with_items_of_different_shapes_raises(tt, case):
+    items = [_given(tt, np.zeros(shape, np.float32), case["as"]) for shape in case["shapes"]]
+    return capture_error(lambda: tt.utils.data.default_collate(items))
+
+
+@default_collate_with_items_of_different_shapes_raises.verdict
+def _(case, output):
+    what = f"default_collate(a list of {case['as']}s of shapes {case['shapes']})"
+    expect_error(what, output, "RuntimeError")
+    first, other, index = case["shapes"][0], case["shapes"][case["index"]], case["index"]
+    message = output["message"]
+    for shape in (first, other):
+        if str(shape) not in message:
+            _fail(f"{what}: the RuntimeError's message {message!r:.160} should name the shape {shape}")
+    rest = message.replace(str(first), " ").replace(str(other), " ")
+    if not re.search(rf"(?<![\d.]){index}(?![\d.])", rest):
+        _fail(f"{what}: the RuntimeError's message {message!r:.160} should name item {index}, the first whose "
+              f"shape differs from item 0's")
+
+# ---------------------------------------------------------------------------------------------------
+# 08.3 default_collate: tuples, lists and dicts
+
+
+@st.composite
+def _structured(draw, form):
+    n, dim = draw(st.integers(1, 4)), draw(st.integers(1, 3))
+    images = [draw(arrays((1, dim), np.float32, -5, 5)) for _ in range(n)]
+    labels = [draw(st.integers(0, 9)) for _ in range(n)]
+    return {"form": form, "images": images, "labels": labels, "weights": [draw(_floats) for _ in range(n)]}
+
+
+def _structured_items(case):
+    """The items of a structured case (the same in the box and on the judge's side: no answer in it)."""
+    rows = zip(case["images"], case["labels"], case["weights"])
+    form = case["form"]
+    if form == "tuples":
+        return [(image, label) for image, label, _ in rows]
+    if form == "lists":
+        return [[image, label, weight] for image, label, weight in rows]
+    if form == "dicts":
+        return [{"image": image, "label": label} for image, label, _ in rows]
+    if form == "named tuples":
+        return [Pair(image, label) for image, label, _ in rows]
+    return [{"pair": (image, label), "weight": weight} for image, label, weight in rows]
+
+
+def _images_labels(case):
+    return [_tensor(np.stack(case["images"])), _tensor(np.array(case["labels"], dtype=np.int64))]
+
+
+def _collated_structure(case):
+    form, (images, labels) = case["form"], _images_labels(case)
+    weights = _tensor(np.array(case["weights"], dtype=np.float64).astype(np.float32))
+    if form == "tuples":
+        return {"list": [images, labels]}
+    if form == "lists":
+        return {"list": [images, labels, weights]}
+    if form == "dicts":
+        return {"dict": {"image": images, "label": labels}}
+    if form == "named tuples":
+        return {"Pair": [images, labels]}
+    return {"dict": {"pair": {"list": [images, labels]}, "weight": weights}}
+
+
+COLLATE_STRUCTURES = {
+    "(image, label) tuples": ("08.3", 1, _structured("tuples")),
+    "[image, label, weight] lists": ("08.3", 1, _structured("lists")),
+    "{'image', 'label'} dicts": ("08.3", 1, _structured("dicts")),
+    "named tuples Pair(image, label)": ("08.3", 1, _structured("named tuples")),
+    "dicts holding a tuple": ("08.3", 1, _structured("nested")),
+}
+
+
+@check(task="per variant", points=0, dtype=True, variants={v: row[2] for v, row in COLLATE_STRUCTURES.items()},
+       describe=lambda case: f"default_collate(a list of {len(case['labels'])} items as {case['form']}, images of "
+                             f"shape {case['images'][0].shape} float32, int labels)")
+def default_collate_collates_position_by_position(tt, case):
+    return _plain(tt, tt.utils.data.default_collate(_structured_items(case)))
+
+
+default_collate_collates_position_by_position.expected(_collated_structure)
+
+
+@check(task="08.3", points=1, inputs=st.tuples(st.integers(1, 3), st.integers(2, 4)).filter(
+           lambda pair: pair[0] != pair[1]).map(lambda pair: {"lengths": pair}),
+       describe=lambda case: f"default_collate([a tuple of {case['lengths'][0]} ints, a tuple of "
+                             f"{case['lengths'][1]} ints])")
+def default_collate_with_items_of_different_lengths_raises(tt, case):
+    first, second = case["lengths"]
+    return capture_error(lambda: tt.utils.data.default_collate([tuple(range(first)), tuple(range(second))]))
+
+
+default_collate_with_items_of_different_lengths_raises.verdict(lambda case, output: expect_error(
+    f"default_collate([a tuple of {case['lengths'][0]} ints, a tuple of {case['lengths'][1]} ints])", output,
+    "RuntimeError"))
+
+# ---------------------------------------------------------------------------------------------------
+# 08.4 RandomSampler
+
+_seeded = st.fixed_dictionaries({"n": st.integers(8, 30), "seed": st.integers(0, 2 ** 16)})
+
+
+@check(task="08.4", points=1, inputs=_seeded,
+       describe=lambda case: f"three epochs of RandomSampler(range({case['n']})) after tt.manual_seed({case['seed']})")
+def random_sampler_yields_a_new_permutation_each_epoch(tt, case):
+    sampler = tt.utils.data.RandomSampler(range(case["n"]))
+    tt.manual_seed(case["seed"])
+    epochs = [list(sampler) for _ in range(3)]
+    return {"epochs": [[int(i) for i in epoch] for epoch in epochs],
+            "types of the indices": sorted({type(i).__name__ for epoch in epochs for i in epoch})}
+
+
+@random_sampler_yields_a_new_permutation_each_epoch.verdict
+def _(case, output):
+    what = f"RandomSampler(range({case['n']})) after tt.manual_seed({case['seed']})"
+    epochs = output["epochs"]
+    for number, epoch in enumerate(epochs, start=1):
+        if not _is_permutation(epoch, case["n"]):
+            _fail(f"{what}: epoch {number} yielded {epoch!r:.120}, not every index 0..{case['n'] - 1} exactly once")
+    if output["types of the indices"] != ["int"]:
+        _fail(f"{what}: the indices must be Python ints, got {output['types of the indices']}")
+    if epochs[0] == epochs[1] or epochs[1] == epochs[2]:
+        _fail(f"{what}: two successive epochs came in the same order {epochs[1]!r:.120}; each iteration must draw "
+              f"a new permutation")
+
+
+@check(task="08.4", points=1, inputs=_seeded,
+       describe=lambda case: f"list(RandomSampler(range({case['n']}))) after tt.manual_seed({case['seed']}), again "
+                             f"after tt.manual_seed({case['seed']}) and after tt.manual_seed({case['seed'] + 1})")
+def random_sampler_draws_from_the_default_generator(tt, case):
+    sampler = tt.utils.data.RandomSampler(range(case["n"]))
+
+    def draw(seed):
+        tt.manual_seed(seed)
+        return [int(i) for i in sampler]
+    return {"first": draw(case["seed"]), "second": draw(case["seed"]), "third": draw(case["seed"] + 1)}
+
+
+@random_sampler_draws_from_the_default_generator.verdict
+def _(case, output):
+    what = f"RandomSampler(range({case['n']})) after tt.manual_seed({case['seed']})"
+    if not _is_permutation(output["first"], case["n"]):
+        _fail(f"{what}: yielded {output['first']!r:.120}, not a permutation of 0..{case['n'] - 1}")
+    if output["first"] != output["second"]:
+        _fail(f"{what}: the same seed gave {output['first']!r:.100} and then {output['second']!r:.100}; without a "
+              f"generator the order must come from tt's default generator")
+    if output["first"] == output["third"]:
+        _fail(f"{what}: seeds {case['seed']} and {case['seed'] + 1} gave the same order; without a generator the "
+              f"order must come from tt's default generator")
+
+
+@check(task="08.4", points=1, inputs=_seeded,
+       describe=lambda case: f"RandomSampler(range({case['n']}), generator=np.random.default_rng(s)) for s = "
+                             f"{case['seed']}, {case['seed']} and {case['seed'] + 1}, after tt.manual_seed(0), 1 and 2, "
+                             f"then tt.randn(4)")
+def random_sampler_draws_from_its_generator(tt, case):
+    orders = {}
+    for run, (seed, global_seed) in {"first": (case["seed"], 0), "second": (case["seed"], 1),
+                                     "third": (case["seed"] + 1, 2)}.items():
+        tt.manual_seed(global_seed)
+        sampler = tt.utils.data.RandomSampler(range(case["n"]), generator=np.random.default_rng(seed))
+        orders[run] = [int(i) for i in sampler]
+        orders[f"tt.randn(4) after the {run}"] = tt.randn(4).numpy()
+    tt.manual_seed(0)
+    orders["tt.randn(4) after tt.manual_seed(0) alone"] = tt.randn(4).numpy()
+    return orders
+
+
+@random_sampler_draws_from_its_generator.verdict
+def _(case, output):
+    what = f"RandomSampler(range({case['n']}), generator=np.random.default_rng({case['seed']}))"
+    if not _is_permutation(output["first"], case["n"]):
+        _fail(f"{what}: yielded {output['first']!r:.120}, not a permutation of 0..{case['n'] - 1}")
+    if output["first"] != output["second"]:
+        _fail(f"{what}: two samplers with generators of the same seed gave different orders after different "
+              f"tt.manual_seed calls; with a generator the order must come from that generator alone")
+    if output["first"] == output["third"]:
+        _fail(f"{what}: generators of seeds {case['seed']} and {case['seed'] + 1} gave the same order; the order must "
+              f"come from the generator given")
+    if not np.array_equal(output["tt.randn(4) after the first"], output["tt.randn(4) after tt.manual_seed(0) alone"]):
+        _fail(f"{what}: iterating it moved tt's default generator; with a generator of its own the sampler must "
+              f"leave the default generator alone")
+
+# ---------------------------------------------------------------------------------------------------
+# 08.5 BatchSampler
+
+
+@st.composite
+def _batching(draw):
+    n = draw(st.integers(0, 25))
+    return {"order": draw(st.permutations(list(range(n)))), "batch_size": draw(st.integers(1, 8)),
+            "drop_last": draw(st.booleans()), "as": draw(st.sampled_from(["int", "np.int64"]))}
+
+
+def _chunks(order, size, drop_last):
+    chunks = [list(order[start:start + size]) for start in range(0, len(order), size)]
+    return chunks[:-1] if chunks and drop_last and len(chunks[-1]) < size else chunks
+
+
+def _batching_words(case):
+    size = case["batch_size"] if case["as"] == "int" else f"np.int64({case['batch_size']})"
+    return f"BatchSampler(a sampler yielding {len(case['order'])} indices, {size}, drop_last={case['drop_last']})"
+
+
+@check(task="08.5", points=2, inputs=_batching(), describe=lambda case: f"list({_batching_words(case)})")
+def batch_sampler_groups_the_indices_in_order(tt, case):
+    size = case["batch_size"] if case["as"] == "int" else np.int64(case["batch_size"])
+    batches = tt.utils.data.BatchSampler(_Orders([case["order"]]), size, case["drop_last"])
+    return {"batches": [[int(i) for i in batch] for batch in batches],
+            "types of the batches": sorted({type(batch).__name__ for batch in batches})}
+
+
+batch_sampler_groups_the_indices_in_order.expected(lambda case: {
+    "batches": _chunks(case["order"], case["batch_size"], case["drop_last"]),
+    "types of the batches": ["list"] if _chunks(case["order"], case["batch_size"], case["drop_last"]) else []})
+
+
+@check(task="08.5", points=1, inputs=_batching(), describe=lambda case: f"len({_batching_words(case)})")
+def batch_sampler_len_counts_the_batches(tt, case):
+    size = case["batch_size"] if case["as"] == "int" else np.int64(case["batch_size"])
+    return len(tt.utils.data.BatchSampler(_Orders([case["order"]]), size, case["drop_last"]))
+
+
+batch_sampler_len_counts_the_batches.expected(
+    lambda case: len(_chunks(case["order"], case["batch_size"], case["drop_last"])))
+
+
+@check(task="08.5", points=1, inputs=st.tuples(st.permutations(list(range(7))), st.permutations(list(range(7))),
+                                               st.integers(2, 4)).map(
+           lambda t: {"orders": [list(t[0]), list(t[1])], "batch_size": t[2]}),
+       describe=lambda case: f"two epochs of BatchSampler(a sampler yielding {case['orders'][0]} and then "
+                             f"{case['orders'][1]}, {case['batch_size']}, drop_last=False), and how often it "
+                             f"iterated the sampler")
+def batch_sampler_walks_the_sampler_once_per_epoch(tt, case):
+    sampler = _Orders(case["orders"])
+    batches = tt.utils.data.BatchSampler(sampler, case["batch_size"], False)
+    epochs = [[[int(i) for i in batch] for batch in batches] for _ in range(2)]
+    return {"epoch 1": epochs[0], "epoch 2": epochs[1], "passes over the sampler": sampler.passes}
+
+
+batch_sampler_walks_the_sampler_once_per_epoch.expected(lambda case: {
+    "epoch 1": _chunks(case["orders"][0], case["batch_size"], False),
+    "epoch 2": _chunks(case["orders"][1], case["batch_size"], False), "passes over the sampler": 2})
+
+
+@check(task="08.5", points=1, inputs=st.sampled_from(["0", "-3", "2.0", "True", "'4'"]).map(lambda v: {"size": v}),
+       describe=lambda case: f"BatchSampler(range(10), batch_size={case['size']}, drop_last=False)")
+def batch_sampler_with_a_bad_batch_size_raises(tt, case):
+    size = {"0": 0, "-3": -3, "2.0": 2.0, "True": True, "'4'": "4"}[case["size"]]
+    return capture_error(lambda: tt.utils.data.BatchSampler(range(10), size, False))
+
+
+batch_sampler_with_a_bad_batch_size_raises.verdict(lambda case, output: expect_error(
+    f"BatchSampler(range(10), batch_size={case['size']}, drop_last=False)", output, "ValueError", ("batch_size", "batch size")))
+
+# ---------------------------------------------------------------------------------------------------
+# 08.6 DataLoader: samplers and length
+
+_sizes = st.fixed_dictionaries({"n": st.integers(0, 40), "batch_size": st.integers(1, 12),
+                                "drop_last": st.booleans(), "shuffle": st.booleans()})
+
+
+@check(task="08.6", points=1, inputs=_sizes,
+       describe=lambda case: f"len(DataLoader(a dataset of {case['n']} items, batch_size={case['batch_size']}, "
+                             f"shuffle={case['shuffle']}, drop_last={case['drop_last']}))")
+def dataloader_len_counts_the_batches(tt, case):
+    return len(tt.utils.data.DataLoader(_Labels(case["n"]), batch_size=case["batch_size"], shuffle=case["shuffle"],
+                                        drop_last=case["drop_last"]))
+
+
+dataloader_len_counts_the_batches.expected(lambda case: case["n"] // case["batch_size"] if case["drop_last"]
+                                           else -(-case["n"] // case["batch_size"]))
+
+
+@check(task="08.6", points=1, inputs=st.integers(1, 20).map(lambda n: {"n": n}),
+       describe=lambda case: f"DataLoader(a dataset of {case['n']} items): its attributes by default, with shuffle="
+                             f"True and generator=g, and with sampler=s and collate_fn=f")
+def dataloader_keeps_its_pipeline(tt, case):
+    data = tt.utils.data
+    dataset, generator, sampler = _Labels(case["n"]), np.random.default_rng(0), _Orders([list(range(case["n"]))])
+
+    def collate(items):
+        return items
+    plain = data.DataLoader(dataset)
+    shuffled = data.DataLoader(dataset, batch_size=3, shuffle=True, drop_last=True, generator=generator)
+    given = data.DataLoader(dataset, batch_size=2, sampler=sampler, collate_fn=collate)
+    return {
+        "default": {"type of sampler": type(plain.sampler).__name__, "dataset is the dataset": plain.dataset is dataset,
+                    "batch_size": plain.batch_size, "drop_last": plain.drop_last, "generator is None":
+                    plain.generator is None, "collate_fn is default_collate": plain.collate_fn is data.default_collate,
+                    "type of batch_sampler": type(plain.batch_sampler).__name__},
+        "shuffle=True, generator=g": {"type of sampler": type(shuffled.sampler).__name__,
+                                      "sampler's generator is g": shuffled.sampler.generator is generator,
+                                      "generator is g": shuffled.generator is generator,
+                                      "batch_sampler.batch_size": shuffled.batch_sampler.batch_size,
+                                      "batch_sampler.drop_last": shuffled.batch_sampler.drop_last,
+                                      "batch_sampler.sampler is sampler":
+                                          shuffled.batch_sampler.sampler is shuffled.sampler},
+        "sampler=s, collate_fn=f": {"sampler is s": given.sampler is sampler, "collate_fn is f":
+                                    given.collate_fn is collate, "batch_sampler.sampler is s":
+                                    given.batch_sampler.sampler is sampler}}
+
+
+dataloader_keeps_its_pipeline.expected(lambda case: {
+    "default": {"type of sampler": "SequentialSampler", "dataset is the dataset": True, "batch_size": 1,
+                "drop_last": False, "generator is None": True, "collate_fn is default_collate": True,
+                "type of batch_sampler": "BatchSampler"},
+    "shuffle=True, generator=g": {"type of sampler": "RandomSampler", "sampler's generator is g": True,
+                                  "generator is g": True, "batch_sampler.batch_size": 3,
+                                  "batch_sampler.drop_last": True, "batch_sampler.sampler is sampler": True},
+    "sampler=s, collate_fn=f": {"sampler is s": True, "collate_fn is f": True, "batch_sampler.sampler is s": True}})
+
+
+@check(task="08.6", points=1, inputs=st.sampled_from(["shuffle=True, sampler=s", "batch_size=0"]).map(
+           lambda how: {"how": how}),
+       describe=lambda case: f"DataLoader(a dataset of 5 items, {case['how']})")
+def dataloader_with_contradicting_options_raises(tt, case):
+    dataset = _Labels(5)
+    options = ({"shuffle": True, "sampler": tt.utils.data.SequentialSampler(dataset)} if case["how"].startswith("shuffle")
+               else {"batch_size": 0})
+    return capture_error(lambda: tt.utils.data.DataLoader(dataset, **options))
+
+
+dataloader_with_contradicting_options_raises.verdict(lambda case, output: expect_error(
+    f"DataLoader(a dataset of 5 items, {case['how']})", output, "ValueError"))
+
+# ---------------------------------------------------------------------------------------------------
+# 08.7 DataLoader: iteration
+
+
+@st.composite
+def _rows(draw):
+    n, dim = draw(st.integers(1, 20)), draw(st.integers(1, 3))
+    return {"x": draw(arrays((n, dim), np.float32, -5, 5)), "y": draw(arrays((n,), np.int64, 0, 9)),
+            "batch_size": draw(st.integers(1, 8)), "drop_last": draw(st.booleans())}
+
+
+def _rows_words(case):
+    return (f"DataLoader(a dataset of {len(case['x'])} (row of {case['x'].shape[1]} float32, int label) items, "
+            f"batch_size={case['batch_size']}, drop_last={case['drop_last']})")
+
+
+@check(task="08.7", points=2, inputs=_rows(), dtype=True,
+       describe=lambda case: f"the batches of {_rows_words(case)}, and the indices it asked the dataset for")
+def dataloader_yields_collated_batches_in_order(tt, case):
+    dataset = _Rows(case["x"], case["y"])
+    loader = tt.utils.data.DataLoader(dataset, batch_size=case["batch_size"], drop_last=case["drop_last"])
+    batches = [_plain(tt, batch) for batch in loader]
+    return {"batches": batches, "indices asked for": list(dataset.asked)}
+
+
+@dataloader_yields_collated_batches_in_order.expected
+def _(case):
+    chunks = _chunks(list(range(len(case["x"]))), case["batch_size"], case["drop_last"])
+    return {"batches": [{"list": [_tensor(case["x"][chunk]), _tensor(case["y"][chunk])]} for chunk in chunks],
+            "indices asked for": [i for chunk in chunks for i in chunk]}
+
+
+_shuffled = st.fixed_dictionaries({"n": st.integers(8, 30), "batch_size": st.integers(1, 8),
+                                   "drop_last": st.booleans(), "seed": st.integers(0, 2 ** 16)})
+
+
+def _shuffled_words(case):
+    return (f"DataLoader(a dataset of {case['n']} items, batch_size={case['batch_size']}, shuffle=True, "
+            f"drop_last={case['drop_last']})")
+
+
+@check(task="08.7", points=2, inputs=_shuffled,
+       describe=lambda case: f"two epochs of {_shuffled_words(case)} after tt.manual_seed({case['seed']}), then one "
+                             f"more after tt.manual_seed({case['seed']}) and one after tt.manual_seed({case['seed'] + 1})")
+def dataloader_shuffled_visits_every_item_once_per_epoch(tt, case):
+    loader = tt.utils.data.DataLoader(_Labels(case["n"]), batch_size=case["batch_size"], shuffle=True,
+                                      drop_last=case["drop_last"])
+
+    def epoch():
+        return [[int(i) for i in np.asarray(batch.numpy()).reshape(-1)] for batch in loader]
+    tt.manual_seed(case["seed"])
+    first, second = epoch(), epoch()
+    tt.manual_seed(case["seed"])
+    again = epoch()
+    tt.manual_seed(case["seed"] + 1)
+    return {"epoch 1": first, "epoch 2": second, "epoch 1 again": again, "another seed": epoch()}
+
+
+@dataloader_shuffled_visits_every_item_once_per_epoch.verdict
+def _(case, output):
+    n, size, what = case["n"], case["batch_size"], f"{_shuffled_words(case)} after tt.manual_seed({case['seed']})"
+    sizes = [size] * (n // size) + ([n % size] if n % size and not case["drop_last"] else [])
+    for name in ("epoch 1", "epoch 2", "another seed"):
+        batches = output[name]
+        if [len(b) for b in batches] != sizes:
+            _fail(f"{what}: {name} gave batches of sizes {[len(b) for b in batches]}, expected {sizes}")
+        seen = [i for b in batches for i in b]
+        if len(set(seen)) != len(seen) or not set(seen) <= set(range(n)):
+            _fail(f"{what}: {name} gave the items {seen!r:.120}; each item at most once per epoch")
+        if not case["drop_last"] and sorted(seen) != list(range(n)):
+            _fail(f"{what}: {name} gave the items {seen!r:.120}, not every item 0..{n - 1} exactly once")
+    if output["epoch 1"] == output["epoch 2"]:
+        _fail(f"{what}: two epochs came in the same order; each epoch must draw a new permutation")
+    if output["epoch 1 again"] != output["epoch 1"]:
+        _fail(f"{what}: the same seed gave two different first epochs; the order must come from tt's default "
+              f"generator")
+    if output["another seed"] == output["epoch 1"]:
+        _fail(f"{what}: seeds {case['seed']} and {case['seed'] + 1} gave the same order")
+
+
+@check(task="08.7", points=1, inputs=_seeded,
+       describe=lambda case: f"DataLoader(a dataset of {case['n']} items, batch_size=4, shuffle=True, "
+                             f"generator=np.random.default_rng(s)) for s = {case['seed']} after tt.manual_seed(0), "
+                             f"s = {case['seed']} after tt.manual_seed(1), s = {case['seed'] + 1}")
+def dataloader_shuffles_with_its_generator(tt, case):
+    orders = {}
+    for run, (seed, global_seed) in {"first": (case["seed"], 0), "second": (case["seed"], 1),
+                                     "third": (case["seed"] + 1, 2)}.items():
+        tt.manual_seed(global_seed)
+        orders[run] = _order(tt.utils.data.DataLoader(_Labels(case["n"]), batch_size=4, shuffle=True,
+                                                      generator=np.random.default_rng(seed)))
+    return orders
+
+
+@dataloader_shuffles_with_its_generator.verdict
+def _(case, output):
+    what = f"DataLoader(..., shuffle=True, generator=np.random.default_rng({case['seed']}))"
+    if not _is_permutation(output["first"], case["n"]):
+        _fail(f"{what}: an epoch gave {output['first']!r:.120}, not every item 0..{case['n'] - 1} once")
+    if output["first"] != output["second"]:
+        _fail(f"{what}: generators of the same seed gave different orders; the order must come from the generator")
+    if output["first"] == output["third"]:
+        _fail(f"{what}: generators of seeds {case['seed']} and {case['seed'] + 1} gave the same order")
+
+
+@check(task="08.7", points=1, inputs=_rows(),
+       describe=lambda case: f"{_rows_words(case)[:-1]}, collate_fn=f): what f received and what the loader yielded")
+def dataloader_calls_collate_fn_on_each_list_of_items(tt, case):
+    received = []
+
+    def collate(items):
+        received.append([[np.asarray(x), int(y)] for x, y in items])
+        return len(received)
+    loader = tt.utils.data.DataLoader(_Rows(case["x"], case["y"]), batch_size=case["batch_size"],
+                                      drop_last=case["drop_last"], collate_fn=collate)
+    return {"yielded": [int(value) for value in loader], "received": received}
+
+
+@dataloader_calls_collate_fn_on_each_list_of_items.expected
+def _(case):
+    chunks = _chunks(list(range(len(case["x"]))), case["batch_size"], case["drop_last"])
+    return {"yielded": list(range(1, len(chunks) + 1)),
+            "received": [[[case["x"][i], int(case["y"][i])] for i in chunk] for chunk in chunks]}
+
+# ---------------------------------------------------------------------------------------------------
+# 08.8 Normalize
+
+
+@st.composite
+def _normalize(draw, batch=True, one_value=False, dtype=np.float32, form="array"):
+    channels = 1 if one_value and draw(st.booleans()) else draw(st.integers(1, 3))
+    shape = ((draw(st.integers(1, 4)),) if batch else ()) + (channels, draw(st.integers(1, 4)), draw(st.integers(1, 4)))
+    values = 1 if one_value else channels
+    means = [draw(st.floats(-2, 2, width=32)) for _ in range(values)]
+    stds = [draw(st.floats(0.25, 3, width=32)) for _ in range(values)]
+    return {"x": draw(arrays(shape, dtype, -5, 5)), "mean": tuple(means), "std": tuple(stds), "form": form}
+
+
+NORMALIZE = {
+    "a batch (N, C, H, W) of float32, one mean and std per channel": ("08.8", 1, _normalize()),
+    "one image (C, H, W) as a Tensor": ("08.8", 1, _normalize(batch=False, form="Tensor")),
+    "one mean and std for every channel": ("08.8", 1, _normalize(one_value=True)),
+    "a batch of float64 images": ("08.8", 1, _normalize(dtype=np.float64, form="Tensor")),
+}
+
+
+@check(task="per variant", points=0, dtype=True, variants={v: row[2] for v, row in NORMALIZE.items()},
+       describe=lambda case: f"Normalize(mean={case['mean']}, std={case['std']}) of {case['form']} images of shape "
+                             f"{case['x'].shape} and dtype {case['x'].dtype}")
+def normalize_subtracts_the_mean_and_divides_by_the_std(tt, case):
+    return _back(tt, tt.transforms.Normalize(case["mean"], case["std"])(_given(tt, case["x"], case["form"])))
+
+
+@normalize_subtracts_the_mean_and_divides_by_the_std.expected
+def _(case):
+    x = case["x"]
+    mean = np.asarray(case["mean"], dtype=np.float64).reshape(-1, 1, 1)
+    std = np.asarray(case["std"], dtype=np.float64).reshape(-1, 1, 1)
+    return {"type": "Tensor" if case["form"] == "Tensor" else "ndarray",
+            "array": ((x.astype(np.float64) - mean) / std).astype(x.dtype)}
+
+
+@check(task="08.8", points=1, inputs=st.integers(1, 3).map(lambda c: {"channels": c}),
+       describe=lambda case: f"Normalize of images (2, {case['channels']}, 3, 3): uint8 images; a mean, or a std, of "
+                             f"{case['channels'] + 1} values; a std holding a zero")
+def normalize_rejects_what_it_cannot_normalize(tt, case):
+    c = case["channels"]
+    images = np.ones((2, c, 3, 3), np.float32)
+    return {"uint8 images": capture_error(lambda: tt.transforms.Normalize([0.5] * c, [0.5] * c)(
+                images.astype(np.uint8))),
+            "a mean of c + 1 values": capture_error(lambda: tt.transforms.Normalize([0.5] * (c + 1), [0.5] * c)(
+                images)),
+            "a std of c + 1 values": capture_error(lambda: tt.transforms.Normalize([0.5] * c, [0.5] * (c + 1))(
+                images)),
+            "a zero std": capture_error(lambda: tt.transforms.Normalize([0.5] * c, [1.0] * (c - 1) + [0.0])(images))}
+
+
+@normalize_rejects_what_it_cannot_normalize.verdict
+def _(case, output):
+    c = case["channels"]
+    expect_error(f"Normalize([0.5] * {c}, [0.5] * {c}) of uint8 images", output["uint8 images"], "TypeError")
+    expect_error(f"Normalize([0.5] * {c + 1}, [0.5] * {c}) of images with {c} channels", output["a mean of c + 1 values"],
+                 "ValueError")
+    expect_error(f"Normalize([0.5] * {c}, [0.5] * {c + 1}) of images with {c} channels", output["a std of c + 1 values"],
+                 "ValueError")
+    expect_error("Normalize with a std holding a zero", output["a zero std"], "ValueError")
+
+# ---------------------------------------------------------------------------------------------------
+# 08.9 RandomHorizontalFlip
+
+
+@st.composite
+def _flips(draw):
+    n = draw(st.integers(1, 6))
+    shape = (n, draw(st.integers(1, 2)), draw(st.integers(1, 3)), draw(st.integers(2, 4)))
+    dtype = draw(st.sampled_from([np.float32, np.float64, np.uint8]))
+    batch = draw(st.booleans())
+    return {"x": draw(arrays(shape, dtype, 0, 200)) if batch else draw(arrays(shape[1:], dtype, 0, 200)),
+            "p": draw(st.sampled_from([0.0, 0.3, 0.5, 1.0])), "form": draw(st.sampled_from(["array", "Tensor"])),
+            "seed": draw(st.integers(0, 2 ** 16))}
+
+
+@check(task="08.9", points=1, inputs=_flips(),
+       describe=lambda case: f"RandomHorizontalFlip(p={case['p']}) of {case['form']} images of shape {case['x'].shape} "
+                             f"and dtype {case['x'].dtype}")
+def flip_gives_each_image_or_its_mirror(tt, case):
+    tt.manual_seed(case["seed"])
+    return _back(tt, tt.transforms.RandomHorizontalFlip(p=case["p"])(_given(tt, case["x"], case["form"])))
+
+
+@flip_gives_each_image_or_its_mirror.verdict
+def _(case, output):
+    x, what = case["x"], (f"RandomHorizontalFlip(p={case['p']}) of {case['form']} images of shape {case['x'].shape} and "
+                          f"dtype {case['x'].dtype}")
+    got = output["array"]
+    wanted = "Tensor" if case["form"] == "Tensor" else "ndarray"
+    if output["type"] != wanted or got.shape != x.shape or got.dtype != x.dtype:
+        _fail(f"{what}: expected a {wanted} of shape {x.shape} and dtype {x.dtype}, got a {output['type']} of shape "
+              f"{got.shape} and dtype {got.dtype}")
+    images, outs = (x, got) if x.ndim == 4 else (x[None], got[None])
+    for k, (image, out) in enumerate(zip(images, outs)):
+        same, mirrored = np.array_equal(out, image), np.array_equal(out, image[..., ::-1])
+        if not (same or mirrored):
+            _fail(f"{what}: image {k} of the output is neither the input image nor its mirror image")
+        if case["p"] == 0.0 and not same or case["p"] == 1.0 and not mirrored:
+            _fail(f"{what}: image {k} was {'not ' if case['p'] == 1.0 else ''}mirrored")
+
+
+def _one_image():
+    """An image (1, 2, 3) that differs from its mirror image."""
+    return arrays((1, 2, 3), np.float32, 0, 1).filter(lambda image: not np.array_equal(image, image[..., ::-1]))
+
+
+@check(task="08.9", points=1, examples=10, inputs=st.fixed_dictionaries({
+           "image": _one_image(), "p": st.sampled_from([0.2, 0.5, 0.8]), "seed": st.integers(0, 2 ** 16)}),
+       describe=lambda case: f"RandomHorizontalFlip(p={case['p']}) of 400 copies of one image after "
+                             f"tt.manual_seed({case['seed']})")
+def flip_mirrors_each_image_with_probability_p(tt, case):
+    tt.manual_seed(case["seed"])
+    return np.asarray(tt.transforms.RandomHorizontalFlip(p=case["p"])(np.repeat(case["image"][None], 400, axis=0)))
+
+
+@flip_mirrors_each_image_with_probability_p.verdict
+def _(case, output):
+    what = f"RandomHorizontalFlip(p={case['p']}) of 400 copies of one image"
+    if output.shape != (400, 1, 2, 3):
+        _fail(f"{what}: expected shape (400, 1, 2, 3) but got {output.shape}")
+    mirrored = int(np.sum(np.all(output == case["image"][..., ::-1], axis=(1, 2, 3))))
+    low, high = 400 * case["p"] - 5 * (400 * case["p"] * (1 - case["p"])) ** 0.5, \
+        400 * case["p"] + 5 * (400 * case["p"] * (1 - case["p"])) ** 0.5
+    if not low <= mirrored <= high:
+        _fail(f"{what}: {mirrored} of the 400 were mirrored, expected about {400 * case['p']:.0f} (each image on its "
+              f"own with probability p)")
+
+
+@check(task="08.9", points=1, inputs=st.integers(0, 2 ** 16).map(lambda seed: {"seed": seed}),
+       describe=lambda case: f"RandomHorizontalFlip() of 64 copies of one image after tt.manual_seed({case['seed']}) "
+                             f"twice and after tt.manual_seed({case['seed'] + 1}), and with generator="
+                             f"np.random.default_rng({case['seed']}) after tt.manual_seed(0) and (1)")
+def flip_draws_from_the_generator(tt, case):
+    batch = np.repeat(np.arange(6, dtype=np.float32).reshape(1, 1, 2, 3), 64, axis=0)
+    flips = {}
+    for run, seed in {"first": case["seed"], "second": case["seed"], "third": case["seed"] + 1}.items():
+        tt.manual_seed(seed)
+        flips[run] = np.asarray(tt.transforms.RandomHorizontalFlip()(batch))[:, 0, 0, 0]
+    for run, seed in {"own generator after seed 0": 0, "own generator after seed 1": 1}.items():
+        tt.manual_seed(seed)
+        flip = tt.transforms.RandomHorizontalFlip(generator=np.random.default_rng(case["seed"]))
+        flips[run] = np.asarray(flip(batch))[:, 0, 0, 0]
+    return flips
+
+
+@flip_draws_from_the_generator.verdict
+def _(case, output):
+    what = f"RandomHorizontalFlip() of 64 copies of one image after tt.manual_seed({case['seed']})"
+    if not np.array_equal(output["first"], output["second"]):
+        _fail(f"{what}: the same seed flipped different images; draw from tt's default generator")
+    if np.array_equal(output["first"], output["third"]):
+        _fail(f"{what}: seeds {case['seed']} and {case['seed'] + 1} flipped the same images")
+    if not np.array_equal(output["own generator after seed 0"], output["own generator after seed 1"]):
+        _fail(f"{what}: with generator=np.random.default_rng({case['seed']}) the flips changed with tt.manual_seed; "
+              f"draw from the generator given")
+    if len(set(output["first"].tolist())) < 2:
+        _fail(f"{what}: all 64 images were treated alike; draw for each image on its own")
+
+# ---------------------------------------------------------------------------------------------------
+# 08.10 RandomCrop
+
+
+@st.composite
+def _crops(draw):
+    n, c = draw(st.integers(1, 5)), draw(st.integers(1, 2))
+    height, width, padding = draw(st.integers(1, 5)), draw(st.integers(1, 5)), draw(st.sampled_from([None, 0, 1, 2]))
+    pad = padding or 0
+    size = (draw(st.integers(1, height + 2 * pad)), draw(st.integers(1, width + 2 * pad)))
+    dtype = draw(st.sampled_from([np.float32, np.uint8]))
+    x = draw(arrays((n, c, height, width), dtype, 1, 255))            # no zero: the padding is told apart
+    batch = draw(st.booleans())
+    return {"x": x if batch else x[0], "size": size if size[0] != size[1] or draw(st.booleans()) else size[0],
+            "padding": padding, "form": draw(st.sampled_from(["array", "Tensor"])), "seed": draw(st.integers(0, 999))}
+
+
+def _padded(case):
+    x = case["x"] if case["x"].ndim == 4 else case["x"][None]
+    pad = case["padding"] or 0
+    return np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+
+
+def _places(padded, out):
+    """For each image, the (top, left) places of the padded image whose window equals the output image."""
+    h, w = out.shape[-2:]
+    return [[(top, left) for top in range(image.shape[-2] - h + 1) for left in range(image.shape[-1] - w + 1)
+             if np.array_equal(image[:, top:top + h, left:left + w], crop)] for image, crop in zip(padded, out)]
+
+
+def _crop_words(case):
+    return (f"RandomCrop({case['size']!r}, padding={case['padding']}) of {case['form']} images of shape "
+            f"{case['x'].shape} and dtype {case['x'].dtype}")
+
+
+@check(task="08.10", points=2, inputs=_crops(), describe=_crop_words)
+def crop_gives_a_window_of_each_padded_image(tt, case):
+    tt.manual_seed(case["seed"])
+    crop = tt.transforms.RandomCrop(case["size"], padding=case["padding"])
+    return _back(tt, crop(_given(tt, case["x"], case["form"])))
+
+
+@crop_gives_a_window_of_each_padded_image.verdict
+def _(case, output):
+    x, what, got = case["x"], _crop_words(case), output["array"]
+    h, w = (case["size"], case["size"]) if isinstance(case["size"], int) else case["size"]
+    shape = x.shape[:-2] + (h, w)
+    wanted = "Tensor" if case["form"] == "Tensor" else "ndarray"
+    if output["type"] != wanted or got.shape != shape or got.dtype != x.dtype:
+        _fail(f"{what}: expected a {wanted} of shape {shape} and dtype {x.dtype}, got a {output['type']} of shape "
+              f"{got.shape} and dtype {got.dtype}")
+    for k, places in enumerate(_places(_padded(case), got if got.ndim == 4 else got[None])):
+        if not places:
+            _fail(f"{what}: image {k} of the output is not a window of the padded image {k}")
+
+
+@check(task="08.10", points=1, examples=10, inputs=st.fixed_dictionaries({
+           "image": arrays((1, 3, 4), np.float32, 1, 2), "padding": st.integers(1, 2), "seed": st.integers(0, 2 ** 16)}),
+       describe=lambda case: f"RandomCrop((3, 4), padding={case['padding']}) of 300 copies of one image (1, 3, 4) after "
+                             f"tt.manual_seed({case['seed']})")
+def crop_places_cover_every_position(tt, case):
+    tt.manual_seed(case["seed"])
+    crop = tt.transforms.RandomCrop((3, 4), padding=case["padding"])
+    return np.asarray(crop(np.repeat(case["image"][None], 300, axis=0)))
+
+
+@crop_places_cover_every_position.verdict
+def _(case, output):
+    what = (f"RandomCrop((3, 4), padding={case['padding']}) of 300 copies of one image (1, 3, 4) after "
+            f"tt.manual_seed({case['seed']})")
+    if output.shape != (300, 1, 3, 4):
+        _fail(f"{what}: expected shape (300, 1, 3, 4) but got {output.shape}")
+    pad = case["padding"]
+    padded = np.pad(np.repeat(case["image"][None], 300, axis=0), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    places = _places(padded, output)
+    if not all(places):
+        _fail(f"{what}: image {[bool(p) for p in places].index(False)} of the output is not a window of the padded "
+              f"image")
+    tops, lefts = {p[0][0] for p in places}, {p[0][1] for p in places}
+    if tops != set(range(2 * pad + 1)) or lefts != set(range(2 * pad + 1)):
+        _fail(f"{what}: the windows started at rows {sorted(tops)} and columns {sorted(lefts)}; each must be drawn "
+              f"per image, uniform over 0..{2 * pad} (the padded size minus the window's, inclusive)")
+
+
+@check(task="08.10", points=1, inputs=st.integers(0, 2 ** 16).map(lambda seed: {"seed": seed}),
+       describe=lambda case: f"RandomCrop(4, padding=2) of 32 copies of one image (1, 4, 4) after tt.manual_seed("
+                             f"{case['seed']}) twice and after tt.manual_seed({case['seed'] + 1}), and with generator="
+                             f"np.random.default_rng({case['seed']}) after tt.manual_seed(0) and (1)")
+def crop_draws_from_the_generator(tt, case):
+    batch = np.repeat(np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4), 32, axis=0)
+    crops = {}
+    for run, seed in {"first": case["seed"], "second": case["seed"], "third": case["seed"] + 1}.items():
+        tt.manual_seed(seed)
+        crops[run] = np.asarray(tt.transforms.RandomCrop(4, padding=2)(batch))
+    for run, seed in {"own generator after seed 0": 0, "own generator after seed 1": 1}.items():
+        tt.manual_seed(seed)
+        crops[run] = np.asarray(tt.transforms.RandomCrop(4, padding=2, generator=np.random.default_rng(case["seed"]))(
+            batch))
+    return crops
+
+
+@crop_draws_from_the_generator.verdict
+def _(case, output):
+    what = f"RandomCrop(4, padding=2) of 32 copies of one image after tt.manual_seed({case['seed']})"
+    if not np.array_equal(output["first"], output["second"]):
+        _fail(f"{what}: the same seed cropped at different places; draw from tt's default generator")
+    if np.array_equal(output["first"], output["third"]):
+        _fail(f"{what}: seeds {case['seed']} and {case['seed'] + 1} cropped at the same places")
+    if not np.array_equal(output["own generator after seed 0"], output["own generator after seed 1"]):
+        _fail(f"{what}: with generator=np.random.default_rng({case['seed']}) the crops changed with tt.manual_seed; "
+              f"draw from the generator given")
+    if all(np.array_equal(crop, output["first"][0]) for crop in output["first"]):
+        _fail(f"{what}: all 32 images were cropped at the same place; draw a place for each image")
+
+
+@check(task="08.10", points=1, inputs=st.sampled_from([(5, None), ((3, 7), 1), (8, 1)]).map(
+           lambda t: {"size": t[0], "padding": t[1]}),
+       describe=lambda case: f"RandomCrop({case['size']!r}, padding={case['padding']}) of an image (1, 4, 4)")
+def crop_larger_than_the_image_raises(tt, case):
+    return capture_error(lambda: tt.transforms.RandomCrop(case["size"], padding=case["padding"])(
+        np.ones((1, 4, 4), np.float32)))
+
+
+@crop_larger_than_the_image_raises.verdict
+def _(case, output):
+    what = f"RandomCrop({case['size']!r}, padding={case['padding']}) of an image (1, 4, 4)"
+    expect_error(what, output, "ValueError")
+    size = case["size"] if isinstance(case["size"], int) else case["size"][1]
+    padded = 4 + 2 * (case["padding"] or 0)
+    if not re.search(rf"(?<!\d){size}(?!\d)", output["message"]) or not re.search(rf"(?<!\d){padded}(?!\d)",
+                                                                                    output["message"]):
+        _fail(f"{what}: the ValueError's message {output['message']!r:.120} should name the crop size and the padded "
+              f"image's size ({padded})")
+
+
+by_variant((default_collate_stacks_numbers_arrays_and_tensors, COLLATE_LEAVES),
+           (default_collate_collates_position_by_position, COLLATE_STRUCTURES),
+           (normalize_subtracts_the_mean_and_divides_by_the_std, NORMALIZE))
