@@ -74,6 +74,8 @@ else:
                   missing=attempt(lambda: tt.datasets.FashionMNIST(root=root)),
                   from_the_environment=attempt(lambda: len(tt.datasets.Digits())))
     os.environ.pop("TINYTORCH_DATA")
+    report["through_tito"] = attempt(lambda: len(tt.datasets.Digits()))  # the checkout tito runs from
+    sys.path.insert(0, sys.argv[3])  # a tito of a folder without datasets/ in its place
     report["nowhere"] = attempt(lambda: tt.datasets.Digits())
 print(json.dumps(report))
 """
@@ -126,7 +128,10 @@ def test_the_package_names_a_missing_or_corrupt_file(reference, tmp_path):
         stream.write(b"\x00\x01\x02")
     elsewhere = tmp_path / "elsewhere"  # no datasets/ folder in it or above it
     elsewhere.mkdir()
-    report = _probe(reference, elsewhere, "broken", str(data), data=data)
+    stand_in = tmp_path / "no_checkout"  # a `tito` package whose folder holds no datasets/
+    (stand_in / "tito").mkdir(parents=True)
+    (stand_in / "tito" / "__init__.py").write_text("")
+    report = _probe(reference, elsewhere, "broken", str(data), str(stand_in), data=data)
     assert report["corrupt"]["raised"] == "RuntimeError"
     assert f"{data / 'mnist_10k_2k.npz'} is corrupt" in report["corrupt"]["message"]
     assert "git checkout -- datasets/" in report["corrupt"]["message"]
@@ -134,5 +139,6 @@ def test_the_package_names_a_missing_or_corrupt_file(reference, tmp_path):
     assert report["missing"]["raised"] == "FileNotFoundError"
     assert f"{data / 'fashion_mnist_10k_2k.npz'} is missing" in report["missing"]["message"]
     assert report["from_the_environment"] == {"ok": "1797"}
+    assert report["through_tito"] == {"ok": "1797"}, "in the course, the folder of the checkout tito runs from"
     assert report["nowhere"]["raised"] == "FileNotFoundError"
     assert "digits.csv.gz" in report["nowhere"]["message"] and "TINYTORCH_DATA" in report["nowhere"]["message"]

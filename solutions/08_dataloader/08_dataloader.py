@@ -103,6 +103,7 @@ from tinytorch import nn, optim
 #| export
 import gzip
 import hashlib
+import importlib.util
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -877,7 +878,8 @@ assert out.shape == (8, 1, 4, 4) and out.dtype == np.float32
 # **Finding the files.** `root` names the folder that holds the file; when it is `None`, the
 # environment variable `TINYTORCH_DATA` does; when that is not set, the loader looks for a folder
 # named `datasets` holding the course's files in the working directory and in each folder above it, so
-# a notebook anywhere in your checkout finds it.
+# a notebook anywhere in your checkout finds it, and last in the checkout the course's `tito` runs from
+# (found with `importlib.util.find_spec`, without importing it: the package never needs tito).
 #
 # **Checking them.** A file that is cut short or changed would give wrong results without an error:
 # a model that trains worse, a text with gaps. Each file's SHA-256 checksum (a 64-digit fingerprint
@@ -898,9 +900,12 @@ _RESTORE = "restore it with `git checkout -- datasets/` in your checkout of the 
 
 
 def _datasets_folder(name: str) -> Path:
-    """The nearest folder named `datasets` holding any of the course's files, from the working directory up."""
+    """The nearest folder named `datasets` holding any of the course's files, from the working directory up;
+    else the one of the checkout the course's `tito` runs from (found without importing it)."""
     here = Path.cwd().resolve()
-    for folder in (here, *here.parents):
+    tito = importlib.util.find_spec("tito")
+    checkout = [Path(tito.origin).resolve().parents[1]] if tito is not None and tito.origin else []
+    for folder in (here, *here.parents, *checkout):
         candidate = folder / "datasets"
         if candidate.is_dir() and any((candidate / known).is_file() for known in _CHECKSUMS):
             return candidate
