@@ -243,6 +243,10 @@ assert Square.apply(Tensor(np.float32(2.0))).dtype == np.float32, "forward's dty
 #    need no gradient. Keep the visited tensors as a set of `id(tensor)`: identity is what matters,
 #    whatever `==` means for tensors.
 # 2. `backward(root, grad)`: walk that order in reverse (below).
+#
+# `topological_sort` is not part of `tt`'s surface (it is not in `__all__`; PyTorch keeps its graph
+# ordering internal too): in the package only `backward` calls it, and the grader reaches it as
+# `tinytorch.core.autograd.topological_sort` to test it on its own.
 
 # %%
 #| export

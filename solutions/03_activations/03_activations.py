@@ -464,7 +464,9 @@ assert softmax([0.0, 0.0]).data.tolist() == [0.5, 0.5]
 # total gradient that reaches the max is exactly 0 (up to round-off). PyTorch code often writes
 # `x.max(...).detach()` to skip that useless path; you may.
 #
-# The private name `_softmax_composed` says it is not part of the API: it is here to be compared.
+# The private name `_softmax_composed` says it is not part of the API: it is here to be compared. Its
+# cell is exported only so the grader can test it on its own (nothing in the package calls it): the
+# grader reaches it as `tinytorch.core.activations._softmax_composed`; it is not part of `tt`'s surface.
 
 # %%
 #| export

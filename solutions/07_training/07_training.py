@@ -44,9 +44,10 @@
 # | `tt.training.fit(...)`: epochs, evaluation, progress, history | 07.6 |
 # | `tt.training.save_checkpoint(...)`, `tt.training.load_checkpoint(...)` | 07.7, 07.8 |
 #
-# `tt.training.ProgressBar` is given. PyTorch has no `fit` or `accuracy` (you write your own loop there),
-# so these helpers live in a namespace of their own, `tt.training`, not among PyTorch's names at the top
-# of `tt`; `clip_grad_norm_` is PyTorch's, and sits where PyTorch has it.
+# `tt.training.ProgressBar` is given, and so are two private helpers that turn an optimizer's state
+# into checkpoint entries and back (07.7 and 07.8 call them). PyTorch has no `fit` or `accuracy` (you
+# write your own loop there), so these functions live in a namespace of their own, `tt.training`, not
+# among PyTorch's names at the top of `tt`; `clip_grad_norm_` is PyTorch's, and sits where PyTorch has it.
 #
 # **Before you start.** This notebook runs on *your* modules 01 to 06: its exported cell imports
 # `Tensor` and `no_grad` from the package, and the examples use your `nn.Linear`, `nn.ReLU`,
@@ -553,33 +554,83 @@ plot_history(history, "blobs:")
 # | the optimizer's `param_groups` | `optimizer/param_groups` | one JSON string (hyperparameters and parameter indices) |
 # | an extra `epoch=5` | `epoch` | `np.asarray(5)` |
 #
-# `save_checkpoint(path, model, optimizer=None, **extra)` writes exactly the file `path`: open it
-# yourself (`with open(path, "wb") as file: np.savez(file, **arrays)`), since `np.savez(path)` given a
-# name appends `.npz` to it when it is missing. JSON cannot hold numpy numbers: convert them with
-# `json.dumps(groups, default=lambda value: value.item())`. An extra that numpy can only store as an
-# object array (a dict, a ragged list) would need pickle: raise a `TypeError` naming it.
+# **The optimizer's entries are given.** Flattening the optimizer's nested `state_dict` into those keys
+# and back is bookkeeping, not an idea about training, so two helpers do it for you:
 #
-# `load_checkpoint(path, model, optimizer=None) -> dict` reverses it: `model.load_state_dict` with the
-# `model/` entries (the `model/` prefix removed); for an optimizer, rebuild `{'state': {index: {key:
-# value}}, 'param_groups': [...]}` and call `optimizer.load_state_dict`, turning 0-d arrays back into
-# Python numbers (`.item()`) and JSON lists back into tuples (`betas`; but `params` stays a list), and
-# raise a `KeyError` if the file holds no optimizer state. It returns the extras: every other entry,
-# 0-d arrays as Python numbers or strings (`.item()`), the rest as arrays.
+# - `_optimizer_arrays(state_dict)` turns `optimizer.state_dict()` into the `optimizer/...` entries
+#   (JSON cannot hold numpy numbers, so it writes them with `.item()`);
+# - `_optimizer_state(arrays)` reads those entries of a loaded file back into a state_dict for
+#   `optimizer.load_state_dict`: 0-d arrays become Python numbers again (`step`), JSON lists become
+#   tuples (`betas`; but `params` stays a list).
+#
+# They are ordinary code in the cell below: read them, but there is nothing to write there.
+
+# %%
+#| export
+def _optimizer_arrays(state_dict: dict) -> dict:
+    """An optimizer's state_dict as flat .npz entries: each state value as "optimizer/state/<index>/<key>"
+    (a number as a 0-d array), and the param_groups as one JSON string under "optimizer/param_groups"."""
+    arrays = {}
+    for index, state in state_dict["state"].items():
+        for key, value in state.items():
+            arrays[f"optimizer/state/{index}/{key}"] = np.asarray(value)
+    arrays["optimizer/param_groups"] = np.asarray(
+        json.dumps(state_dict["param_groups"], default=lambda value: value.item()))
+    return arrays
+
+
+def _optimizer_state(arrays: dict) -> dict:
+    """The state_dict that _optimizer_arrays flattened, rebuilt from the "optimizer/..." entries of arrays
+    (other entries are ignored): 0-d arrays as Python numbers, JSON lists as tuples except 'params'."""
+    groups = [{key: tuple(value) if isinstance(value, list) and key != "params" else value
+               for key, value in group.items()}
+              for group in json.loads(str(arrays["optimizer/param_groups"]))]
+    state = {}
+    for key, value in arrays.items():
+        if key.startswith("optimizer/state/"):
+            _, _, index, name = key.split("/", 3)
+            state.setdefault(int(index), {})[name] = value.item() if value.ndim == 0 else value
+    return {"state": dict(sorted(state.items())), "param_groups": groups}
+
+# %%
+weight = tt.Tensor(np.ones(2, dtype=np.float32), requires_grad=True)
+adam = optim.Adam([weight], lr=0.01, betas=(0.8, 0.99))
+weight.grad = tt.Tensor(np.ones(2, dtype=np.float32))
+adam.step()
+flat = _optimizer_arrays(adam.state_dict())
+print(sorted(flat))
+print(flat["optimizer/param_groups"])
+back = _optimizer_state(flat)
+assert back["state"][0]["step"] == 1 and back["param_groups"][0]["betas"] == (0.8, 0.99)
+
+# %% [markdown]
+# What you write is the checkpoint itself.
+#
+# `save_checkpoint(path, model, optimizer=None, **extra)` collects the entries: `model/<name>` for each
+# item of `model.state_dict()`; the optimizer's entries from `_optimizer_arrays(optimizer.state_dict())`
+# when an optimizer is given; each extra as `np.asarray(value)` under its own name. An extra that numpy
+# can only store as an object array (a dict, say: its dtype is `object`) would need pickle: raise a
+# `TypeError` naming it. Then write exactly the file `path`: open it yourself (`with open(path, "wb") as
+# file: np.savez(file, **arrays)`), since `np.savez(path, ...)` given a name appends `.npz` to it when it
+# is missing.
+#
+# `load_checkpoint(path, model, optimizer=None) -> dict` reverses it. Read every entry with
+# `np.load(path, allow_pickle=False)` (a `with` block closes the file); restore the model with
+# `model.load_state_dict` of the `model/` entries, the `model/` prefix removed (it raises if the
+# checkpoint belongs to another architecture); for an optimizer, call `optimizer.load_state_dict` with
+# what `_optimizer_state` rebuilds, but first raise a `KeyError` naming the file if it holds no optimizer
+# state (no `optimizer/param_groups` entry). Return the extras: every entry that is neither `model/` nor
+# `optimizer/`, 0-d arrays as Python numbers or strings (`.item()`), the rest as arrays.
 
 # %%
 #| export training
 def save_checkpoint(path, model, optimizer=None, **extra) -> None:
-    """Write model.state_dict() as "model/<name>", the optimizer's state as "optimizer/state/<i>/<key>"
-    arrays plus an "optimizer/param_groups" JSON string, and each extra as an array, to ONE .npz at path."""
+    """Write model.state_dict() as "model/<name>", the optimizer's entries (_optimizer_arrays) and each
+    extra as an array, to ONE .npz at exactly path; TypeError for an extra that would need pickle."""
     ### BEGIN SOLUTION 07.7 save_checkpoint
     arrays = {f"model/{name}": value for name, value in model.state_dict().items()}
     if optimizer is not None:
-        state_dict = optimizer.state_dict()
-        for index, state in state_dict["state"].items():
-            for key, value in state.items():
-                arrays[f"optimizer/state/{index}/{key}"] = np.asarray(value)
-        arrays["optimizer/param_groups"] = np.asarray(
-            json.dumps(state_dict["param_groups"], default=lambda value: value.item()))
+        arrays.update(_optimizer_arrays(optimizer.state_dict()))
     for name, value in extra.items():
         array = np.asarray(value)
         if array.dtype == object:
@@ -601,15 +652,7 @@ def load_checkpoint(path, model, optimizer=None) -> dict:
     if optimizer is not None:
         if "optimizer/param_groups" not in arrays:
             raise KeyError(f"{path} holds no optimizer state")
-        groups = [{key: tuple(value) if isinstance(value, list) and key != "params" else value
-                   for key, value in group.items()}
-                  for group in json.loads(str(arrays["optimizer/param_groups"]))]
-        state = {}
-        for key, value in arrays.items():
-            if key.startswith("optimizer/state/"):
-                _, _, index, name = key.split("/", 3)
-                state.setdefault(int(index), {})[name] = value.item() if value.ndim == 0 else value
-        optimizer.load_state_dict({"state": dict(sorted(state.items())), "param_groups": groups})
+        optimizer.load_state_dict(_optimizer_state(arrays))
     return {key: value.item() if value.ndim == 0 else value
             for key, value in arrays.items() if not key.startswith(("model/", "optimizer/"))}
     ### END SOLUTION
