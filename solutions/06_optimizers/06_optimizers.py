@@ -20,15 +20,16 @@
 #
 # | you build | task |
 # |---|---|
-# | `Optimizer`: param groups (`__init__`, `add_param_group`) | 06.1 |
-# | `Optimizer.zero_grad(set_to_none=True)` | 06.2 |
-# | `Optimizer.state_dict()` / `load_state_dict()`: checkpoints | 06.3, 06.4 |
-# | `_sgd_update`: one SGD step on numpy arrays (weight decay, momentum, dampening, Nesterov) | 06.5 |
-# | `SGD`: its argument checks and `step()` | 06.6 |
-# | `_adam_update`: one Adam step on numpy arrays (moments, bias correction) | 06.7 |
-# | `Adam`: its argument checks, `step()` and L2 weight decay | 06.8 |
-# | `AdamW`: decoupled weight decay | 06.9 |
-# | `lr_scheduler.LRScheduler`, `StepLR`, `CosineAnnealingLR` | 06.10, 06.11, 06.12 |
+# | `Optimizer.zero_grad(set_to_none=True)` | 06.1 |
+# | `_sgd_update`: one SGD step on numpy arrays (weight decay, momentum, dampening, Nesterov) | 06.2 |
+# | `SGD`: its argument checks and `step()` | 06.3 |
+# | `_adam_update`: one Adam step on numpy arrays (moments, bias correction) | 06.4 |
+# | `Adam`: its argument checks, `step()` and L2 weight decay | 06.5 |
+# | `AdamW`: decoupled weight decay | 06.6 |
+# | `lr_scheduler.LRScheduler`, `StepLR`, `CosineAnnealingLR` | 06.7, 06.8, 06.9 |
+#
+# The bookkeeping every optimizer shares (param groups, state, checkpoints) is given in the base class
+# `Optimizer`: you read it, and write the update rules that run on it.
 #
 # Everything lands in `tinytorch/core/optim.py` and is used the PyTorch way:
 #
@@ -81,58 +82,48 @@ from tinytorch.core.tensor import Tensor
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "LRScheduler", "StepLR", "CosineAnnealingLR"]  # tt.optim, its lr_scheduler
 
 # %% [markdown]
-# ## The optimizer's bookkeeping: param groups and state
+# ## The `Optimizer` base class (given, but for `zero_grad`)
 #
-# An optimizer is constructed from the parameters it will update and its hyperparameters:
+# Every optimizer is a subclass of `Optimizer`, which does the bookkeeping they share. It is given: read
+# it once, since the `step()` methods you write run on what it sets up. An optimizer is constructed from
+# the parameters it will update and its hyperparameters:
 #
 # ```python
 # SGD(model.parameters(), lr=0.1, momentum=0.9)
 # ```
 #
-# Often different parameters want different hyperparameters: a smaller learning rate for a pretrained
-# backbone than for a new head, no weight decay on biases. So `params` may also be a list of dicts, the
-# **param groups**, each holding its own `'params'` and any hyperparameters to override:
+# **Param groups.** Often different parameters want different hyperparameters: a smaller learning rate
+# for a pretrained backbone than for a new head, no weight decay on biases. So `params` may also be a list
+# of dicts, each holding its own `'params'` and the hyperparameters it overrides:
 #
 # ```python
 # SGD([{"params": backbone.parameters(), "lr": 1e-3},
 #      {"params": head.parameters()}], lr=1e-2, momentum=0.9)
 # ```
 #
-# Internally there are always groups. `Optimizer.__init__(params, defaults)` (called by each subclass
-# with its hyperparameters as `defaults`, e.g. `{"lr": 0.1, "momentum": 0.9, ...}`) builds them:
+# Internally there are always groups: `Optimizer.__init__(params, defaults)` (called by each subclass with
+# its hyperparameters as `defaults`) makes a plain list of tensors one group, and `add_param_group` adds
+# each group: a copy of the dict, with every hyperparameter it does not set filled in from `defaults`.
+# Both refuse, at construction, what would otherwise go wrong silently later: a lone `Tensor` instead of
+# a list, an empty list (usually a model whose layers were never registered), a `set` (its order changes
+# between runs, and with it the order of a checkpoint), something that is not a `Tensor`, a tensor that is
+# not a leaf, and a parameter already in another group (it would be updated twice per step). Parameters are
+# compared by identity (`id`): they are the objects the model holds, and two of them may hold equal
+# numbers.
 #
-# 1. A lone `Tensor` is not a list of parameters (iterating over it would be wrong): `TypeError`.
-# 2. Make a list of `params`. An empty list is a mistake (usually a model whose layers were never
-#    registered): `ValueError("optimizer got an empty parameter list")`.
-# 3. If the first element is not a dict, the whole list is one group: `[{"params": the list}]`.
-# 4. `add_param_group(group)` for each group. It takes a **copy** of the dict, turns its `'params'` into a
-#    list (a single Tensor becomes `[tensor]`; a `set` is refused with a `TypeError`, since its order,
-#    and with it the order of the optimizer state, changes between runs), checks that every element is a
-#    `Tensor` (`TypeError` otherwise) and a leaf (`ValueError("can't optimize a non-leaf Tensor")`), fills
-#    in every hyperparameter the group does not set from `self.defaults`, refuses a parameter that is
-#    already in another group (`ValueError`: it would be updated twice per step), and appends the group.
+# **State.** `self.state` maps a parameter to a dict of what its update rule remembers between steps (a
+# momentum buffer, Adam's moments and step count): numpy arrays and numbers. It starts empty and `step()`
+# fills it; a `Tensor` is hashable by identity, so it can be a dict key.
 #
-# Compare parameters by identity (`id(param)` or `is`): they are the objects the model holds, and two
-# different parameters may hold equal numbers.
+# What this means for the `step()` methods you write: walk `self.param_groups` and read every
+# hyperparameter from the *group* at every step (a group may override a default; a scheduler changes
+# `group["lr"]` between steps), and keep everything a parameter's update remembers in
+# `self.state[param]`, under PyTorch's names. Anything kept elsewhere would be missing from a checkpoint.
 #
-# `self.state` is a dict from parameter to a dict of what the update rule remembers about it between
-# steps (a momentum buffer, Adam's moments and step count): numpy arrays and numbers. It starts empty and
-# a step fills it; a `Tensor` is hashable by identity, so it can be a dict key.
-#
-# ## Clearing gradients: `zero_grad`
-#
-# Gradients accumulate (module 02): a second `backward()` adds to `.grad`. So a training step starts
-# by clearing them. `zero_grad(set_to_none=True)` sets `.grad = None` on every parameter of every group,
-# which frees the memory and lets `step()` skip a parameter that got no gradient at all. With
-# `set_to_none=False` it fills each existing gradient with zeros in place instead (`grad.data.fill(0)`),
-# and leaves a `None` gradient `None`. PyTorch made `True` the default in 2.0; we do the same.
-#
-# ## Checkpoints: `state_dict` and `load_state_dict`
-#
-# To stop training and resume it later you save the model's parameters *and* the optimizer's state:
-# resuming Adam with fresh zero moments is not resuming, it is a new run with a jolt at the start. The
-# parameters themselves cannot be saved (they are objects of this run), so `state_dict()` numbers them
-# 0, 1, 2, ... across the groups in order, and describes everything by those numbers:
+# **Checkpoints.** To stop training and resume it later you save the model's parameters *and* the
+# optimizer's state: resuming Adam with fresh zero moments is not resuming, it is a new run with a jolt
+# at the start. `state_dict()` cannot save the parameters themselves (they are objects of this run), so it
+# numbers them 0, 1, 2, ... across the groups in order and describes everything by those numbers:
 #
 # ```python
 # {"state": {0: {"momentum_buffer": array([...])}, 1: {...}},        # only parameters that have state
@@ -140,19 +131,22 @@ __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "LRScheduler", "StepLR", "Cosine
 #                   {"lr": 0.01, ..., "params": [2]}]}
 # ```
 #
-# Everything in it is a copy (`copy.deepcopy`): later steps must not change a saved checkpoint.
-# `load_state_dict(state_dict)` does the reverse on an optimizer built over the same model:
+# Everything in it is a deep copy (`copy.deepcopy`): your updates change the state arrays in place, and
+# they must not change a checkpoint saved earlier. `load_state_dict` does the reverse on an optimizer
+# built over the same model: it checks that the groups and their sizes match (`ValueError` otherwise: the
+# checkpoint belongs to another model), maps each saved number back to a parameter by walking both lists
+# of groups in order, copies the state in through `_loaded_value` (arrays in the parameter's dtype, and a
+# step count back to `int` after a trip through an `.npz` file, module 07) and restores every
+# hyperparameter, so the learning rate a scheduler had reached comes back too. Afterwards the next steps
+# are exactly those of the run that was interrupted.
 #
-# 1. The number of groups, and of parameters in each group, must match (`ValueError` otherwise: the
-#    checkpoint belongs to another model or another optimizer set-up).
-# 2. Map saved index -> this optimizer's parameter by walking both lists of groups in order.
-# 3. Replace `self.state` by the saved state, each value through the given `_loaded_value` (a deep copy;
-#    arrays in the parameter's dtype, a step count back to `int`, which matters when the checkpoint went
-#    through an `.npz` file where an `int` becomes a 0-d array).
-# 4. Copy every saved hyperparameter (everything but `'params'`) into the matching group, so the
-#    learning rate a scheduler had reached is restored too.
+# ## Clearing gradients: `zero_grad` (task 06.1)
 #
-# Afterwards, the next steps are exactly those of the run that was interrupted.
+# Gradients accumulate (module 02): a second `backward()` adds to `.grad`. So a training step starts
+# by clearing them. `zero_grad(set_to_none=True)` sets `.grad = None` on every parameter of every group,
+# which frees the memory and lets `step()` skip a parameter that got no gradient at all. With
+# `set_to_none=False` it fills each existing gradient with zeros in place instead (`grad.data.fill(0)`),
+# and leaves a `None` gradient `None`. PyTorch made `True` the default in 2.0; we do the same.
 
 # %%
 #| export
@@ -175,7 +169,6 @@ class Optimizer:
 
     def __init__(self, params, defaults: dict):
         """params: an iterable of Tensors, or of dicts {'params': ..., hyperparameter: value, ...}."""
-        ### BEGIN SOLUTION 06.1 Optimizer.__init__
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or "
                             "dicts, but got a Tensor; pass [tensor] or model.parameters()")
@@ -189,12 +182,10 @@ class Optimizer:
             groups = [{"params": groups}]
         for group in groups:
             self.add_param_group(group)
-        ### END SOLUTION
 
     def add_param_group(self, param_group: dict) -> None:
         """Append a copy of param_group: 'params' as a list of leaf Tensors not in another group, and
         every hyperparameter it does not set taken from self.defaults."""
-        ### BEGIN SOLUTION 06.1 Optimizer.add_param_group
         group = dict(param_group)
         params = group["params"]
         if isinstance(params, Tensor):
@@ -215,12 +206,11 @@ class Optimizer:
         if any(id(param) in taken for param in group["params"]):
             raise ValueError("some parameters appear in more than one parameter group")
         self.param_groups.append(group)
-        ### END SOLUTION
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear the gradient of every parameter: .grad = None, or (set_to_none=False) fill it with zeros
         in place; a None gradient stays None."""
-        ### BEGIN SOLUTION 06.2 Optimizer.zero_grad
+        ### BEGIN SOLUTION 06.1 Optimizer.zero_grad
         for group in self.param_groups:
             for param in group["params"]:
                 if param.grad is None:
@@ -238,7 +228,6 @@ class Optimizer:
     def state_dict(self) -> dict:
         """{'state': {index: {name: array or number}}, 'param_groups': [{hyperparameters, 'params':
         [indices]}]}: parameters numbered 0, 1, ... across the groups in order; every value a copy."""
-        ### BEGIN SOLUTION 06.3 Optimizer.state_dict
         index_of, groups = {}, []
         for group in self.param_groups:
             for param in group["params"]:
@@ -248,12 +237,10 @@ class Optimizer:
             groups.append(packed)
         state = {index_of[id(param)]: copy.deepcopy(param_state) for param, param_state in self.state.items()}
         return {"state": state, "param_groups": groups}
-        ### END SOLUTION
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Restore state and hyperparameters saved by state_dict() of an optimizer over the same
         parameters (same groups, same sizes; ValueError otherwise). Values are deep-copied."""
-        ### BEGIN SOLUTION 06.4 Optimizer.load_state_dict
         saved_groups = state_dict["param_groups"]
         if len(saved_groups) != len(self.param_groups):
             raise ValueError(f"loaded state dict has {len(saved_groups)} parameter groups, but the optimizer "
@@ -274,53 +261,28 @@ class Optimizer:
         self.state = state
         for group, saved in zip(self.param_groups, saved_groups):
             group.update({name: copy.deepcopy(value) for name, value in saved.items() if name != "params"})
-        ### END SOLUTION
 
 # %% [markdown]
-# The base class cannot step, but a toy subclass can: `Count` keeps a step count and a running sum of
-# gradients per parameter, enough to try the bookkeeping before any real update rule exists.
+# The given bookkeeping at work, before any update rule exists: the base class cannot step, but it can
+# be built, and its groups can be read.
 
 # %%
-class Count(Optimizer):
-    def __init__(self, params, lr=1.0):
-        super().__init__(params, {"lr": lr})
-
-    def step(self):
-        for group in self.param_groups:
-            for param in group["params"]:
-                if param.grad is not None:
-                    state = self.state.setdefault(param, {"step": 0, "total": np.zeros_like(param.data)})
-                    state["step"] += 1
-                    state["total"] += param.grad.data
-
-
 def leaf(*values):
     return Tensor(np.array(values, dtype=np.float32), requires_grad=True)
 
 
-# Task 06.1: param groups
 a, b, c = leaf(1.0, 2.0), leaf(3.0), leaf(4.0, 5.0)
-optimizer = Count([a, b], lr=0.5)
-assert len(optimizer.param_groups) == 1 and optimizer.param_groups[0]["params"][1] is b
-assert optimizer.param_groups[0]["lr"] == 0.5 and optimizer.defaults == {"lr": 0.5} and optimizer.state == {}
-groups = Count([{"params": [a]}, {"params": (p for p in [b, c]), "lr": 0.1}], lr=0.5)
-assert [g["lr"] for g in groups.param_groups] == [0.5, 0.1], "a group's own lr wins over the default"
-assert groups.param_groups[1]["params"] == [b, c], "a generator becomes a list"
-for bad, error in [([], ValueError), (a, TypeError), ([a, a * 2], ValueError),
-                   ([{"params": [a]}, {"params": [a]}], ValueError), ([np.ones(2)], TypeError)]:
-    try:
-        Count(bad)
-        raise AssertionError(f"Count({bad!r:.40}) must raise {error.__name__}")
-    except error:
-        pass
+optimizer = Optimizer([{"params": [a, b]}, {"params": [c], "lr": 0.1}], {"lr": 0.5, "momentum": 0.9})
+print([(len(group["params"]), group["lr"], group["momentum"]) for group in optimizer.param_groups])
+print(optimizer.state_dict())                              # no state yet: no step has run
 try:
-    Count([])
-except ValueError as empty:
-    assert "empty parameter list" in str(empty)
+    Optimizer([a, a * 2], {"lr": 0.5})
+except ValueError as error:
+    print("ValueError:", error)
 
 # %%
-# Task 06.2: zero_grad
-optimizer = Count([a, b, c])
+# Task 06.1: zero_grad
+optimizer = Optimizer([a, b, c], {"lr": 0.1})
 a.grad, b.grad, c.grad = Tensor(np.array([1.0, 2.0], dtype=np.float32)), Tensor(np.float32(3.0)), None
 saved_grad = a.grad
 optimizer.zero_grad(set_to_none=False)
@@ -328,33 +290,6 @@ assert a.grad is saved_grad and a.grad.data.tolist() == [0.0, 0.0] and b.grad.it
 assert c.grad is None, "a missing gradient stays missing"
 optimizer.zero_grad()
 assert a.grad is None and b.grad is None and c.grad is None
-
-# %%
-# Tasks 06.3 and 06.4: state_dict and load_state_dict
-a, b, c = leaf(1.0, 2.0), leaf(3.0), leaf(4.0, 5.0)
-optimizer = Count([{"params": [a, b]}, {"params": [c], "lr": 0.1}])
-a.grad, c.grad = Tensor(np.array([1.0, 2.0], dtype=np.float32)), Tensor(np.array([5.0, 6.0], dtype=np.float32))
-optimizer.step()
-saved = optimizer.state_dict()
-assert saved["param_groups"] == [{"lr": 1.0, "params": [0, 1]}, {"lr": 0.1, "params": [2]}], saved
-assert set(saved["state"]) == {0, 2}, "b never had a gradient: it has no state"
-assert saved["state"][2]["step"] == 1 and saved["state"][2]["total"].tolist() == [5.0, 6.0]
-optimizer.step()
-assert saved["state"][2]["total"].tolist() == [5.0, 6.0], "a state_dict is a copy, later steps leave it alone"
-
-fresh = Count([{"params": [a, b]}, {"params": [c], "lr": 0.5}])
-fresh.load_state_dict(saved)
-assert fresh.state[c]["step"] == 1 and fresh.state[c]["total"].dtype == np.float32
-assert fresh.param_groups[1]["lr"] == 0.1 and fresh.param_groups[1]["params"][0] is c, "hyperparameters restored"
-fresh.step()
-assert saved["state"][2]["total"].tolist() == [5.0, 6.0], "load_state_dict copies: stepping leaves `saved` alone"
-assert fresh.state[c]["total"].tolist() == optimizer.state[c]["total"].tolist(), "resumed like the original"
-for wrong in [Count([a, b, c]), Count([{"params": [a]}, {"params": [c]}])]:
-    try:
-        wrong.load_state_dict(saved)
-        raise AssertionError("a state dict of another set-up must be refused")
-    except ValueError:
-        pass
 
 # %% [markdown]
 # ## SGD: stochastic gradient descent
@@ -390,11 +325,11 @@ for wrong in [Count([a, b, c]), Count([{"params": [a]}, {"params": [c]}])]:
 # update, not the gradient going into it. The two agree while lr is constant and differ when a scheduler
 # changes lr. We follow PyTorch exactly, so a model trains the same here as there.
 #
-# `_sgd_update` does one step for one parameter on numpy arrays. It updates `param` in place and returns
-# the momentum buffer to keep for the next step: `None` without momentum, on the first step (when
-# `momentum_buffer` is None) a **copy** of the gradient (the buffer is updated in place later, and it
-# must not be the gradient's own array), afterwards the same buffer array, updated in place. Make the new
-# buffer the parameter's dtype, so a float64 hyperparameter cannot turn it into float64.
+# Task 06.2: `_sgd_update` does one step for one parameter on numpy arrays. It updates `param` in place
+# and returns the momentum buffer to keep for the next step: `None` without momentum, on the first step
+# (when `momentum_buffer` is None) a **copy** of the gradient (the buffer is updated in place later, and
+# it must not be the gradient's own array), afterwards the same buffer array, updated in place. Make the
+# new buffer the parameter's dtype, so a float64 hyperparameter cannot turn it into float64.
 #
 # Never modify `grad` in place: it is the parameter's `.grad`, which belongs to the caller.
 
@@ -404,7 +339,7 @@ def _sgd_update(param: np.ndarray, grad: np.ndarray, momentum_buffer, *, lr: flo
                 dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False):
     """One SGD step, in place on `param` (and on `momentum_buffer` if given); returns the momentum buffer
     to keep (None when momentum == 0)."""
-    ### BEGIN SOLUTION 06.5 _sgd_update
+    ### BEGIN SOLUTION 06.2 _sgd_update
     if weight_decay != 0:
         grad = grad + weight_decay * param
     if momentum != 0:
@@ -421,6 +356,7 @@ def _sgd_update(param: np.ndarray, grad: np.ndarray, momentum_buffer, *, lr: flo
     ### END SOLUTION
 
 # %%
+# Task 06.2: _sgd_update
 theta = np.array([1.0, -2.0], dtype=np.float32)
 g = np.array([0.5, 1.0], dtype=np.float32)
 assert _sgd_update(theta, g, None, lr=0.1) is None and np.allclose(theta, [0.95, -2.1])
@@ -442,7 +378,7 @@ buffer = _sgd_update(theta, g, None, lr=0.1, momentum=0.9, nesterov=True)
 assert np.allclose(theta, [1.0 - 0.1 * 1.9 * 0.5, -2.0 - 0.1 * 1.9 * 1.0]), "nesterov: g + μ·b"
 
 # %% [markdown]
-# ## The `SGD` class
+# ## The `SGD` class (task 06.3)
 #
 # `SGD(params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False)` (PyTorch's defaults).
 # Its `__init__` checks the arguments *before* anything else, so a typo fails at construction and not
@@ -467,7 +403,7 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
                  weight_decay: float = 0.0, nesterov: bool = False):
-        ### BEGIN SOLUTION 06.6 SGD.__init__
+        ### BEGIN SOLUTION 06.3 SGD.__init__
         if lr < 0.0:
             raise ValueError(f"Invalid learning rate: {lr}")
         if momentum < 0.0:
@@ -483,7 +419,7 @@ class SGD(Optimizer):
 
     def step(self) -> None:
         """One SGD step for every parameter that has a gradient, in place."""
-        ### BEGIN SOLUTION 06.6 SGD.step
+        ### BEGIN SOLUTION 06.3 SGD.step
         for group in self.param_groups:
             for param in group["params"]:
                 if param.grad is None:
@@ -501,6 +437,7 @@ class SGD(Optimizer):
 # object is updated in place, so `w` keeps being the tensor the loss is computed from.
 
 # %%
+# Task 06.3: SGD
 rng = np.random.default_rng(0)
 inputs = Tensor(rng.standard_normal((64, 3)).astype(np.float32))
 true_w = np.array([[2.0], [-1.0], [0.5]], dtype=np.float32)
@@ -558,8 +495,8 @@ assert skipped.data.tolist() == [1.0, 1.0] and skipped not in optimizer.state, "
 # **ε** keeps the division finite when v̂ is 0 (a weight that never got a gradient). Put it *outside* the
 # square root, `√v̂ + ε`, as PyTorch does; inside would change the result for small gradients.
 #
-# `_adam_update(param, grad, exp_avg, exp_avg_sq, step, lr=, beta1=, beta2=, eps=)` does one step on
-# numpy arrays, `step` being the number of this step (1 on the first). It updates `exp_avg` (m),
+# Task 06.4: `_adam_update(param, grad, exp_avg, exp_avg_sq, step, lr=, beta1=, beta2=, eps=)` does one
+# step on numpy arrays, `step` being the number of this step (1 on the first). It updates `exp_avg` (m),
 # `exp_avg_sq` (v) and `param` **in place** (`*=`, `+=`, `-=`: the moments are the optimizer's state
 # arrays, and float32 in place stays float32) and leaves `grad` alone. Weight decay is not its business:
 # the caller has already applied it (next section).
@@ -577,7 +514,7 @@ def _adam_update(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_a
                  lr: float, beta1: float, beta2: float, eps: float) -> None:
     """One Adam step (moments, bias correction, update), in place on param, exp_avg and exp_avg_sq;
     `step` is the number of this step, 1 on the first."""
-    ### BEGIN SOLUTION 06.7 _adam_update
+    ### BEGIN SOLUTION 06.4 _adam_update
     exp_avg *= beta1
     exp_avg += (1 - beta1) * grad                                   # m_t
     exp_avg_sq *= beta2
@@ -603,6 +540,7 @@ def adam_reference(theta, grads, lr, beta1, beta2, eps):
     return theta
 
 
+# Task 06.4: _adam_update
 theta = np.array([1.0, -2.0, 0.5], dtype=np.float32)
 m, v = np.zeros_like(theta), np.zeros_like(theta)
 grads = [np.array([0.5, -1.0, 0.0], dtype=np.float32), np.array([0.1, 3.0, 0.0], dtype=np.float32)]
@@ -613,7 +551,7 @@ assert np.allclose(theta, adam_reference([1.0, -2.0, 0.5], grads, 0.1, 0.9, 0.99
 assert theta.dtype == m.dtype == v.dtype == np.float32 and np.allclose(m, 0.09 * grads[0] + 0.1 * grads[1])
 
 # %% [markdown]
-# ## The `Adam` and `AdamW` classes, and where weight decay goes
+# ## The `Adam` and `AdamW` classes, and where weight decay goes (tasks 06.5, 06.6)
 #
 # `Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0)` checks its arguments like SGD
 # (`ValueError` for lr < 0, eps < 0, a beta outside [0, 1), weight_decay < 0, naming the value: "Invalid
@@ -647,7 +585,7 @@ class Adam(Optimizer):
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0):
-        ### BEGIN SOLUTION 06.8 Adam.__init__
+        ### BEGIN SOLUTION 06.5 Adam.__init__
         if lr < 0.0:
             raise ValueError(f"Invalid learning rate: {lr}")
         if eps < 0.0:
@@ -663,13 +601,13 @@ class Adam(Optimizer):
 
     def _weight_decay(self, param: np.ndarray, grad: np.ndarray, lr: float, weight_decay: float) -> np.ndarray:
         """L2: the gradient to use, grad + weight_decay * param (a new array; grad is left alone)."""
-        ### BEGIN SOLUTION 06.8 Adam._weight_decay
+        ### BEGIN SOLUTION 06.5 Adam._weight_decay
         return grad + weight_decay * param if weight_decay != 0 else grad
         ### END SOLUTION
 
     def step(self) -> None:
         """One Adam step for every parameter that has a gradient, in place."""
-        ### BEGIN SOLUTION 06.8 Adam.step
+        ### BEGIN SOLUTION 06.5 Adam.step
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             for param in group["params"]:
@@ -694,13 +632,14 @@ class AdamW(Adam):
 
     def _weight_decay(self, param: np.ndarray, grad: np.ndarray, lr: float, weight_decay: float) -> np.ndarray:
         """Decoupled: scale param in place by 1 - lr * weight_decay; the gradient is returned unchanged."""
-        ### BEGIN SOLUTION 06.9 AdamW._weight_decay
+        ### BEGIN SOLUTION 06.6 AdamW._weight_decay
         if weight_decay != 0:
             param *= 1 - lr * weight_decay
         return grad
         ### END SOLUTION
 
 # %%
+# Tasks 06.5 and 06.6: Adam and AdamW
 theta0 = np.array([1.0, -2.0, 0.5], dtype=np.float32)
 p = Tensor(theta0.copy(), requires_grad=True)
 optimizer = Adam([p], lr=0.1)
@@ -728,7 +667,38 @@ for kwargs in [{"lr": -1.0}, {"betas": (1.0, 0.999)}, {"betas": (0.9, -0.1)}, {"
         pass
 
 # %% [markdown]
-# ## Learning-rate schedules
+# ## Checkpoints at work
+#
+# The given `state_dict` and `load_state_dict` (in `Optimizer`, above) now have something to save: your
+# `Adam` keeps `step`, `exp_avg` and `exp_avg_sq` of each parameter in `self.state`. Interrupt a run after
+# two steps, load its state dict into a fresh `Adam` over copies of the parameters (built with another lr,
+# which the checkpoint overrides), and the two runs go on identically. This is how module 07 resumes
+# training from a file, and the hidden tests resume your `SGD`, `Adam` and `AdamW` the same way: anything
+# your `step()` kept outside `self.state` would be lost here.
+
+# %%
+# Task 06.5: Adam, resumed from its state_dict
+p_run = Tensor(theta0.copy(), requires_grad=True)
+run = Adam([p_run], lr=0.1)
+more_grads = grads + [np.array([-0.2, 0.4, 1.0], dtype=np.float32)] * 3
+for g in more_grads[:2]:
+    p_run.grad = Tensor(g)
+    run.step()
+saved = run.state_dict()
+print(saved)
+p_resumed = Tensor(p_run.data.copy(), requires_grad=True)
+resumed = Adam([p_resumed], lr=0.5)
+resumed.load_state_dict(saved)
+assert resumed.param_groups[0]["lr"] == 0.1 and resumed.state[p_resumed]["step"] == 2
+for g in more_grads[2:]:
+    p_run.grad = p_resumed.grad = Tensor(g)
+    run.step()
+    resumed.step()
+assert np.array_equal(p_resumed.data, p_run.data), "resumed exactly where the run was interrupted"
+assert saved["state"][0]["step"] == 2, "a checkpoint is a copy: later steps leave it alone"
+
+# %% [markdown]
+# ## Learning-rate schedules (tasks 06.7, 06.8, 06.9)
 #
 # A constant learning rate is a compromise: large enough to make progress early, small enough to settle
 # into a minimum late. A **scheduler** changes `group["lr"]` of an optimizer as training goes on; the
@@ -765,7 +735,7 @@ class LRScheduler:
     """Sets the lr of every param group of `optimizer` to get_lr() at each step() (one step per epoch)."""
 
     def __init__(self, optimizer, last_epoch: int = -1):
-        ### BEGIN SOLUTION 06.10 LRScheduler.__init__
+        ### BEGIN SOLUTION 06.7 LRScheduler.__init__
         self.optimizer = optimizer
         if last_epoch == -1:
             for group in optimizer.param_groups:
@@ -786,7 +756,7 @@ class LRScheduler:
 
     def step(self) -> None:
         """Advance one epoch and set every group's lr."""
-        ### BEGIN SOLUTION 06.10 LRScheduler.step
+        ### BEGIN SOLUTION 06.7 LRScheduler.step
         self.last_epoch += 1
         for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
             group["lr"] = lr
@@ -795,13 +765,13 @@ class LRScheduler:
 
     def get_last_lr(self) -> list:
         """The lrs set by the last step(), one per group."""
-        ### BEGIN SOLUTION 06.10 LRScheduler.get_last_lr
+        ### BEGIN SOLUTION 06.7 LRScheduler.get_last_lr
         return list(self._last_lr)
         ### END SOLUTION
 
     def state_dict(self) -> dict:
         """Every attribute but the optimizer, deep-copied."""
-        ### BEGIN SOLUTION 06.10 LRScheduler.state_dict
+        ### BEGIN SOLUTION 06.7 LRScheduler.state_dict
         return {name: copy.deepcopy(value) for name, value in vars(self).items() if name != "optimizer"}
         ### END SOLUTION
 
@@ -817,7 +787,7 @@ class StepLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list:
-        ### BEGIN SOLUTION 06.11 StepLR.get_lr
+        ### BEGIN SOLUTION 06.8 StepLR.get_lr
         return [base_lr * self.gamma ** (self.last_epoch // self.step_size) for base_lr in self.base_lrs]
         ### END SOLUTION
 
@@ -830,13 +800,13 @@ class CosineAnnealingLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list:
-        ### BEGIN SOLUTION 06.12 CosineAnnealingLR.get_lr
+        ### BEGIN SOLUTION 06.9 CosineAnnealingLR.get_lr
         cosine = (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
         return [self.eta_min + (base_lr - self.eta_min) * cosine for base_lr in self.base_lrs]
         ### END SOLUTION
 
 # %%
-# Task 06.10, with a schedule that halves the lr every epoch
+# Task 06.7, with a schedule that halves the lr every epoch
 class Halving(LRScheduler):
     def get_lr(self):
         return [base_lr * 0.5 ** self.last_epoch for base_lr in self.base_lrs]
@@ -858,7 +828,7 @@ except KeyError:
     pass
 
 # %%
-# Tasks 06.11 and 06.12
+# Tasks 06.8 and 06.9
 optimizer = SGD([p], lr=0.1)
 scheduler = StepLR(optimizer, step_size=3, gamma=0.5)
 lrs = [scheduler.get_last_lr()[0]]
