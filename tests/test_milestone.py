@@ -41,4 +41,26 @@ def test_unfinished_stages_are_named_instead_of_training(shared_course):
 
 def test_a_wrong_milestone_name_lists_the_known_ones(shared_course):
     run = tito(shared_course, "milestone", "gpt")
-    assert run.code == 2 and "choose from 'mlp'" in run.stderr
+    assert run.code == 2 and "choose from 'cnn', 'mlp'" in run.stderr
+
+
+def test_the_reference_cnn_reaches_its_target_on_mnist_and_saves_its_curves(shared_course):
+    run = tito(shared_course, "milestone", "cnn", "--reference", timeout=1800)
+    assert run.code == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    accuracies = [float(a) for a in re.findall(r"test accuracy (\d+\.\d+)%,", run.stdout)]
+    assert len(accuracies) == 5, run.stdout[-3000:]
+    final = re.search(r"test accuracy after 5 epochs: (\d+\.\d+)%", run.stdout)
+    assert final and float(final.group(1)) >= 96.0 and "milestone reached" in run.stdout
+    assert "Conv2d(1, 16, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1))" in run.stdout
+    assert run.stdout.count("epoch 1/5 [") == 1 and run.stdout.count("157/157") == 5
+    log = shared_course / ".tito" / "milestones" / "cnn-mnist.log"
+    assert log.read_text().splitlines()[-1] == run.stdout.strip().splitlines()[-1]
+    assert (shared_course / ".tito" / "milestones" / "cnn-mnist.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_an_option_a_milestone_does_not_take_is_one_sentence(shared_course):
+    run = tito(shared_course, "milestone", "mlp", "--dataset", "fashion")
+    assert run.code != 0 and "the mlp milestone has no --dataset option (it takes --epochs, --seed)" in run.stderr
+    assert "Traceback" not in run.stderr
+    run = tito(shared_course, "milestone", "cnn", "--dataset", "cifar")
+    assert run.code == 2 and "invalid choice: 'cifar'" in run.stderr

@@ -56,8 +56,10 @@ def parser() -> argparse.ArgumentParser:
     milestone.add_argument("name", metavar="NAME", choices=sorted(MILESTONES),
                            help=f"which milestone: {', '.join(sorted(MILESTONES))}")
     milestone.add_argument("--reference", action="store_true", help="run it on the reference solutions instead")
-    milestone.add_argument("--epochs", type=_count, default=10, help="epochs to train (the target is judged after 10)")
+    milestone.add_argument("--epochs", type=_count,
+                           help="epochs to train (default: the epochs its target is judged after)")
     milestone.add_argument("--seed", type=int, default=0, help="seed for initialisation and shuffling")
+    milestone.add_argument("--dataset", choices=["mnist", "fashion"], help="cnn only: the data (default mnist)")
 
     mutants = commands.add_parser("mutants", help="measure a hidden suite: grade single-point bugs in the reference")
     mutants.add_argument("stage", metavar="NN", help="the stage whose suite to measure, e.g. 01")
@@ -106,7 +108,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return status()
     if args.command == "milestone":
         from tito.commands.milestone import milestone
-        return milestone(args.name, reference=args.reference, epochs=args.epochs, seed=args.seed)
+        return milestone(args.name, reference=args.reference, epochs=args.epochs, seed=args.seed,
+                         dataset=args.dataset)
     if args.command == "mutants":
         from tito.commands.mutants import mutants
         return mutants(args.stage, count=args.count, jobs=args.jobs, seed=args.seed)

@@ -10,8 +10,11 @@ class Milestone:
     script: str  # path inside the checkout
     stage: str  # the last stage it needs
     what: str
+    options: tuple[str, ...] = ()  # options of `tito milestone` beyond --epochs and --seed that it takes
 
 
 MILESTONES = {
     "mlp": Milestone("milestones/mlp.py", "07", "a 784-256-128-10 MLP trained with Adam on MNIST"),
+    "cnn": Milestone("milestones/cnn.py", "09", "a two-layer CNN trained with Adam on MNIST or Fashion-MNIST",
+                     ("dataset",)),
 }

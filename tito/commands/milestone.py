@@ -14,9 +14,15 @@ from tito.package import export, export_student, package_root, report
 from tito.project import find_root, stages
 
 
-def milestone(name: str, *, reference: bool = False, epochs: int = 10, seed: int = 0) -> int:
+def milestone(name: str, *, reference: bool = False, epochs: int | None = None, seed: int = 0,
+              dataset: str | None = None) -> int:
     root = find_root()
     chosen = MILESTONES[name]
+    extra: dict[str, str | None] = {"dataset": dataset}
+    for option, value in extra.items():
+        if value is not None and option not in chosen.options:
+            takes = ", ".join(f"--{known}" for known in ("epochs", "seed", *chosen.options))
+            raise TitoError(f"the {name} milestone has no --{option} option (it takes {takes})")
     known = {stage.number: stage for stage in stages(root)}
     if chosen.stage not in known:
         raise TitoError(f"the {name} milestone needs stages up to {chosen.stage}, and this checkout "
@@ -44,5 +50,8 @@ def milestone(name: str, *, reference: bool = False, epochs: int = 10, seed: int
                  f"{'the reference' if reference else 'your package'}")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(package_root(root, reference)), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    command = [sys.executable, str(script), "--epochs", str(epochs), "--seed", str(seed)]
+    command = [sys.executable, str(script), "--seed", str(seed)]
+    for option, given in [("epochs", epochs), *extra.items()]:
+        if given is not None:
+            command += [f"--{option}", str(given)]
     return subprocess.run(command, cwd=root, env=env).returncode
