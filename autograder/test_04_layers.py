@@ -24,7 +24,10 @@ from checklib import (
     check,
     floats_arrays,
     gradient_case,
+    expect_seeded_draws,
     leaf_gradients,
+    seed_pair,
+    seeded_draws,
     shapes,
     upstream,
 )
@@ -1078,32 +1081,22 @@ DRAWS = {"Linear": ("04.6", 1, "the weight and bias of Linear(5, 4)"),
 
 
 @check(task="per variant", points=0, examples=5,
-       variants={v: st.lists(st.integers(0, 2**31), min_size=2, max_size=2, unique=True).map(
-           lambda seeds, v=v: {"module": v, "seeds": seeds}) for v in DRAWS},
+       variants={v: seed_pair().map(lambda case, v=v: {**case, "module": v}) for v in DRAWS},
        describe=lambda case: f"{DRAWS[case['module']][2]} after manual_seed({case['seeds'][0]}), again after "
                              f"manual_seed({case['seeds'][0]}), once more, and after manual_seed({case['seeds'][1]})")
 def draws_come_from_the_default_generator(tt, case):
-    def draw(seed=None):
-        if seed is not None:
-            tt.manual_seed(seed)
+    def draw():
         if case["module"] == "Dropout":
             return tt.nn.Dropout(0.5)(tt.Tensor(np.ones(1000, dtype=np.float32))).numpy()
         layer = tt.nn.Linear(5, 4)
         return np.concatenate([layer.weight.numpy().ravel(), layer.bias.numpy()])
-    return {"first": draw(case["seeds"][0]), "again": draw(case["seeds"][0]), "next": draw(),
-            "other seed": draw(case["seeds"][1])}
+    return seeded_draws(tt, draw, case["seeds"])
 
 
 @draws_come_from_the_default_generator.verdict
 def _(case, output):
-    drawn = DRAWS[case["module"]][2]
-    what = f"{drawn} after manual_seed({case['seeds'][0]}) twice, once more, and after manual_seed({case['seeds'][1]})"
-    if not np.array_equal(output["first"], output["again"]):
-        raise CheckFailed(f"{what}: the same seed gave different values; draw them from tinytorch's default_generator")
-    if np.array_equal(output["again"], output["next"]):
-        raise CheckFailed(f"{what}: the next draw repeated the last one; each draw must advance the generator")
-    if np.array_equal(output["first"], output["other seed"]):
-        raise CheckFailed(f"{what}: two different seeds gave the same values")
+    expect_seeded_draws(f"{DRAWS[case['module']][2]} after manual_seed({case['seeds'][0]}) twice, once more, and "
+                        f"after manual_seed({case['seeds'][1]})", output)
 
 
 by_variant((container_indexing_len_iteration_append_and_slice, CONTAINERS),

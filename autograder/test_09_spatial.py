@@ -19,7 +19,17 @@ import time
 import numpy as np
 from hypothesis import strategies as st
 
-from checklib import CheckFailed, capture_error, central_difference, check, leaf_gradients, signed_arrays
+from checklib import (
+    CheckFailed,
+    capture_error,
+    central_difference,
+    check,
+    expect_seeded_draws,
+    leaf_gradients,
+    seed_pair,
+    seeded_draws,
+    signed_arrays,
+)
 
 GRAD_TOL = {"rtol": 1e-4, "atol": 1e-5}
 
@@ -647,32 +657,21 @@ def _(case, output):
                           f"U(-{bound:.4f}, {bound:.4f}), {uniform_std:.5f}")
 
 
-@check(task="09.8", points=1, examples=5,
-       inputs=st.lists(st.integers(0, 2**31), min_size=2, max_size=2, unique=True).map(lambda s: {"seeds": s}),
+@check(task="09.8", points=1, examples=5, inputs=seed_pair(),
        describe=lambda case: f"the weight and bias of Conv2d(3, 4, 2) after manual_seed({case['seeds'][0]}), again "
                              f"after manual_seed({case['seeds'][0]}), once more, and after "
                              f"manual_seed({case['seeds'][1]})")
 def conv2d_draws_come_from_the_default_generator(tt, case):
-    def draw(seed=None):
-        if seed is not None:
-            tt.manual_seed(seed)
+    def draw():
         layer = tt.nn.Conv2d(3, 4, 2)
         return np.concatenate([layer.weight.numpy().ravel(), layer.bias.numpy()])
-    return {"first": draw(case["seeds"][0]), "again": draw(case["seeds"][0]), "next": draw(),
-            "other seed": draw(case["seeds"][1])}
+    return seeded_draws(tt, draw, case["seeds"])
 
 
 @conv2d_draws_come_from_the_default_generator.verdict
 def _(case, output):
-    what = (f"Conv2d(3, 4, 2)'s weight and bias after manual_seed({case['seeds'][0]}) twice, once more, and after "
-            f"manual_seed({case['seeds'][1]})")
-    if not np.array_equal(output["first"], output["again"]):
-        raise CheckFailed(f"{what}: the same seed gave different values; draw them from tinytorch's default_generator")
-    if np.array_equal(output["again"], output["next"]):
-        raise CheckFailed(f"{what}: the next layer repeated the last one's values; each draw must advance the "
-                          f"generator")
-    if np.array_equal(output["first"], output["other seed"]):
-        raise CheckFailed(f"{what}: two different seeds gave the same values")
+    expect_seeded_draws(f"Conv2d(3, 4, 2)'s weight and bias after manual_seed({case['seeds'][0]}) twice, once more, "
+                        f"and after manual_seed({case['seeds'][1]})", output)
 
 
 _BAD_LAYERS = [[[1, 2, 0], {}], [[1, 2, 3], {"stride": 0}], [[1, 2, 3], {"padding": -1}], [[1, 2, 3], {"dilation": 0}],

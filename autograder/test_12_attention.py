@@ -18,7 +18,17 @@ import math
 import numpy as np
 from hypothesis import strategies as st
 
-from checklib import CheckFailed, capture_error, central_difference, check, leaf_gradients, signed_arrays
+from checklib import (
+    CheckFailed,
+    capture_error,
+    central_difference,
+    check,
+    expect_seeded_draws,
+    leaf_gradients,
+    seed_pair,
+    seeded_draws,
+    signed_arrays,
+)
 
 GRAD_TOL = {"rtol": 1e-4, "atol": 1e-5}
 
@@ -673,29 +683,21 @@ def _(case, output):
             raise CheckFailed(f"{what}: {name} values are not random")
 
 
-@check(task="12.9", points=1, examples=4,
-       inputs=st.lists(st.integers(0, 2**31), min_size=2, max_size=2, unique=True).map(lambda s: {"seeds": s}),
+@check(task="12.9", points=1, examples=4, inputs=seed_pair(),
        describe=lambda case: f"the parameters of MultiheadAttention(8, 2) after manual_seed({case['seeds'][0]}), "
                              f"again after manual_seed({case['seeds'][0]}), once more, and after "
                              f"manual_seed({case['seeds'][1]})")
 def mha_draws_come_from_the_default_generator(tt, case):
-    def draw(seed=None):
-        if seed is not None:
-            tt.manual_seed(seed)
+    def draw():
         module = tt.nn.MultiheadAttention(8, 2)
         return np.concatenate([module.in_proj_weight.numpy().ravel(), module.out_proj.weight.numpy().ravel()])
-    return {"first": draw(case["seeds"][0]), "again": draw(case["seeds"][0]), "next": draw(),
-            "other seed": draw(case["seeds"][1])}
+    return seeded_draws(tt, draw, case["seeds"])
 
 
 @mha_draws_come_from_the_default_generator.verdict
 def _(case, output):
-    what = (f"MultiheadAttention(8, 2)'s weights after manual_seed({case['seeds'][0]}) twice, once more, and another "
-            f"seed")
-    if not np.array_equal(output["first"], output["again"]):
-        raise CheckFailed(f"{what}: the same seed gave different weights; draw them from tinytorch's default_generator")
-    if np.array_equal(output["again"], output["next"]) or np.array_equal(output["first"], output["other seed"]):
-        raise CheckFailed(f"{what}: a new module or a new seed repeated the weights")
+    expect_seeded_draws(f"MultiheadAttention(8, 2)'s weights after manual_seed({case['seeds'][0]}) twice, once more, "
+                        f"and after manual_seed({case['seeds'][1]})", output)
 
 
 # ---------------------------------------------------------------------------------------------------

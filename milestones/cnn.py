@@ -25,6 +25,7 @@ import traceback
 from pathlib import Path
 
 import numpy as np
+from judging import judge
 from threadpoolctl import threadpool_limits
 
 import tinytorch as tt
@@ -151,19 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         accuracy, seconds = history["test_accuracy"][-1], statistics.median(history["seconds"])
         plot(plot_path, history, f"CNN on {name}, seed {args.seed}")
         log(f"curves saved to {plot_path}, this log to {log_path}")
-        if epochs != judged:
-            log(f"test accuracy after {epochs} epochs: {accuracy:.2%}; median {seconds:.2f} s per epoch")
-            log(f"not judged: the milestone on {name} is judged after {judged} epochs, and this run had {epochs}")
-            return 1
-        log(f"test accuracy after {epochs} epochs: {accuracy:.2%} (PyTorch, same set-up: {pytorch:.2%}); "
-            f"median {seconds:.2f} s per epoch")
-        if accuracy >= target:
-            log(f"milestone reached: {accuracy:.2%} >= {target:.1%}")
-            return 0
-        log(f"milestone not reached: {accuracy:.2%} < {target:.1%}; the reference reaches it, so look at your "
-            "convolution, pooling and DataLoader (`tito test 08`, `tito test 09`)")
-        return 1
-
+        return judge(log, result=accuracy, ran=epochs, judged=judged, unit="epochs", target=target, pytorch=pytorch,
+                     pace=f"median {seconds:.2f} s per epoch",
+                     hint="your convolution, pooling and DataLoader (`tito test 08`, `tito test 09`)")
 
 if __name__ == "__main__":
     sys.exit(main())

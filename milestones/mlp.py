@@ -19,6 +19,7 @@ import sys
 import traceback
 
 import numpy as np
+from judging import judge
 from threadpoolctl import threadpool_limits
 
 import tinytorch as tt
@@ -79,18 +80,9 @@ def main(argv: list[str] | None = None) -> int:
 
     accuracy = history["test_accuracy"][-1]
     seconds = statistics.median(history["seconds"])
-    if args.epochs != EPOCHS:
-        print(f"test accuracy after {args.epochs} epochs: {accuracy:.2%}; median {seconds:.2f} s per epoch")
-        print(f"not judged: the milestone is judged after {EPOCHS} epochs, and this run had {args.epochs}")
-        return 1
-    print(f"test accuracy after {args.epochs} epochs: {accuracy:.2%} (PyTorch, same set-up: {PYTORCH:.2%}); "
-          f"median {seconds:.2f} s per epoch")
-    if accuracy >= TARGET:
-        print(f"milestone reached: {accuracy:.2%} >= {TARGET:.1%}")
-        return 0
-    print(f"milestone not reached: {accuracy:.2%} < {TARGET:.1%}; the reference reaches it, so look at "
-          "your initialisation, loss and optimizer (`tito test 04`..`07`)")
-    return 1
+    return judge(print, result=accuracy, ran=args.epochs, judged=EPOCHS, unit="epochs", target=TARGET,
+                 pytorch=PYTORCH, pace=f"median {seconds:.2f} s per epoch",
+                 hint="your initialisation, loss and optimizer (`tito test 04`..`07`)")
 
 
 if __name__ == "__main__":

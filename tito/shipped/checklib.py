@@ -23,6 +23,7 @@ __all__ = [
     "Check", "CheckFamily", "CheckFailed", "check", "by_variant", "expect_error", "assert_close", "capture_error",
     "central_difference",
     "finite", "shapes", "arrays", "floats_arrays", "signed_arrays", "upstream", "gradient_case", "leaf_gradients",
+    "seed_pair", "seeded_draws", "expect_seeded_draws",
 ]
 
 
@@ -366,3 +367,31 @@ def leaf_gradients(tt: Any, fn: Callable[..., Any], inputs: list, grad_output: A
     fn(*leaves).backward(tt.Tensor(grad_output))
     return [None if leaf.grad is None else leaf.grad.numpy() for leaf in leaves]
 
+
+
+# --- draws from the package's default generator (layer initialisations, dropout masks, ...) --------------
+
+def seed_pair() -> Any:
+    """Cases {"seeds": [s, t]}: two different seeds for ``seeded_draws``."""
+    st, _ = _hypothesis()
+    return st.lists(st.integers(0, 2**31), min_size=2, max_size=2, unique=True).map(lambda seeds: {"seeds": seeds})
+
+
+def seeded_draws(tt: Any, draw: Callable[[], np.ndarray], seeds: list) -> dict:
+    """In the box: ``draw()`` after ``tt.manual_seed(s)``, again after the same seed, once more without a
+    seed, and after ``manual_seed(t)``; the raw values, for ``expect_seeded_draws`` to judge."""
+    def after(seed: int | None) -> np.ndarray:
+        if seed is not None:
+            tt.manual_seed(seed)
+        return np.asarray(draw())
+    return {"first": after(seeds[0]), "again": after(seeds[0]), "next": after(None), "other seed": after(seeds[1])}
+
+
+def expect_seeded_draws(what: str, output: dict) -> None:
+    """Judge ``seeded_draws``: the same seed repeats the values, the next draw and another seed do not."""
+    if not np.array_equal(output["first"], output["again"]):
+        raise CheckFailed(f"{what}: the same seed gave different values; draw them from tinytorch's default_generator")
+    if np.array_equal(output["again"], output["next"]):
+        raise CheckFailed(f"{what}: the next draw repeated the last one; each draw must advance the generator")
+    if np.array_equal(output["first"], output["other seed"]):
+        raise CheckFailed(f"{what}: two different seeds gave the same values")
