@@ -25,8 +25,11 @@ from checklib import (
     capture_error,
     central_difference,
     check,
+    expect_seeded_draws,
     floats_arrays,
     leaf_gradients,
+    seed_pair,
+    seeded_draws,
     shapes,
     signed_arrays,
     upstream,
@@ -761,31 +764,18 @@ DRAWS = {"Embedding": ("11.6", 1), "PositionalEmbedding": ("11.10", 1)}
 
 
 @check(task="per variant", points=0, examples=5,
-       variants={v: st.lists(st.integers(0, 2**31), min_size=2, max_size=2, unique=True).map(
-           lambda seeds, v=v: {"layer": v, "seeds": seeds}) for v in DRAWS},
+       variants={v: seed_pair().map(lambda case, v=v: {**case, "layer": v}) for v in DRAWS},
        describe=lambda case: f"the weight of {case['layer']}(6, 4) after manual_seed({case['seeds'][0]}), again "
                              f"after manual_seed({case['seeds'][0]}), once more, and after "
                              f"manual_seed({case['seeds'][1]})")
 def embedding_tables_draw_from_the_default_generator(tt, case):
-    def draw(seed=None):
-        if seed is not None:
-            tt.manual_seed(seed)
-        return _table_layer(tt, case["layer"], 6, 4).weight.numpy().copy()
-    return {"first": draw(case["seeds"][0]), "again": draw(case["seeds"][0]), "next": draw(),
-            "other seed": draw(case["seeds"][1])}
+    return seeded_draws(tt, lambda: _table_layer(tt, case["layer"], 6, 4).weight.numpy().copy(), case["seeds"])
 
 
 @embedding_tables_draw_from_the_default_generator.verdict
 def _(case, output):
-    what = (f"{case['layer']}(6, 4)'s weight after manual_seed({case['seeds'][0]}) twice, once more, and after "
-            f"manual_seed({case['seeds'][1]})")
-    if not np.array_equal(output["first"], output["again"]):
-        raise CheckFailed(f"{what}: the same seed gave different values; draw them from tinytorch's default_generator")
-    if np.array_equal(output["again"], output["next"]):
-        raise CheckFailed(f"{what}: the next layer repeated the last one's values; each draw must advance the "
-                          f"generator")
-    if np.array_equal(output["first"], output["other seed"]):
-        raise CheckFailed(f"{what}: two different seeds gave the same values")
+    expect_seeded_draws(f"{case['layer']}(6, 4)'s weight after manual_seed({case['seeds'][0]}) twice, once more, and "
+                        f"after manual_seed({case['seeds'][1]})", output)
 
 
 by_variant((positional_layers_refuse_too_long_or_wrong_width_inputs, POSITIONAL),
