@@ -13,6 +13,14 @@ Three workloads, each run with identical inputs in both frameworks:
 - `cnn`: one training step of a small CNN (Conv(3->32, 3x3, pad 1)-ReLU-MaxPool(2)-Conv(32->64)-ReLU-MaxPool(2)-
   Linear(4096->10), cross-entropy, SGD, a batch of 32 random 3x32x32 images): convolutions against PyTorch's
   own kernels, so this is about im2col, one large matrix product per layer and no needless copies.
+- `gpt`: one training step of the milestone GPT (vocabulary 65, 4 layers, width 128, 4 heads, context 64,
+  batch 32 of random tokens, AdamW lr 1e-3): tinytorch's `tt.models.GPT` against the same architecture
+  written with PyTorch's modules (`F.scaled_dot_product_attention(is_causal=True)`, `nn.LayerNorm`,
+  `nn.GELU`), holding the same weights (copied from tinytorch's state_dict) and seeing the same batches.
+  Besides the time it reports the peak memory of a step in each framework: each runs in a child process
+  that builds the model, resets the kernel's peak resident set (Linux: `/proc/self/clear_refs`), runs three
+  steps and reports how far the peak (`VmHWM`) rose above the resident set before them (the same method for
+  both: PyTorch's CPU allocations are invisible to tracemalloc).
 
 The frameworks take turns in rounds (a block of ours, a block of PyTorch's, ...) so that a change of load
 on a shared machine hits both; a round's ratio is the ratio of the two medians in it, and the report gives
@@ -33,7 +41,9 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-TARGETS = {"tiny": 1.3, "mlp": 0.75, "cnn": 2.0}  # at most this many times PyTorch's time
+TARGETS = {"tiny": 1.3, "mlp": 0.75, "cnn": 2.0, "gpt": 1.1}  # at most this many times PyTorch's time
+GPT_MEMORY_TARGET = 1.5  # peak memory of a GPT step, at most this many times PyTorch's
+GPT_CONFIG = {"vocab_size": 65, "block_size": 64, "n_layer": 4, "n_head": 4, "n_embd": 128}
 
 
 def tiny_chain(x, w, m, amax):
@@ -137,6 +147,108 @@ def cnn_runner(framework: str) -> Callable[[], None]:
     return step
 
 
+def torch_gpt(vocab_size: int, block_size: int, n_layer: int, n_head: int, n_embd: int):
+    """tt.models.GPT's architecture in PyTorch, under the same parameter names (so state_dicts match)."""
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+
+    class CausalSelfAttention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c_attn, self.c_proj = nn.Linear(n_embd, 3 * n_embd), nn.Linear(n_embd, n_embd)
+
+        def forward(self, x):
+            B, T, C = x.shape
+            q, k, v = self.c_attn(x).view(B, T, 3, n_head, C // n_head).permute(2, 0, 3, 1, 4)
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.c_proj(out.transpose(1, 2).reshape(B, T, C))
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c_fc, self.c_proj = nn.Linear(n_embd, 4 * n_embd), nn.Linear(4 * n_embd, n_embd)
+
+        def forward(self, x):
+            return self.c_proj(F.gelu(self.c_fc(x)))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1, self.attn = nn.LayerNorm(n_embd), CausalSelfAttention()
+            self.ln_2, self.mlp = nn.LayerNorm(n_embd), MLP()
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(vocab_size, n_embd), nn.Embedding(block_size, n_embd)
+            self.h = nn.ModuleList(Block() for _ in range(n_layer))
+            self.ln_f, self.lm_head = nn.LayerNorm(n_embd), nn.Linear(n_embd, vocab_size, bias=False)
+
+        def forward(self, idx, targets):
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+            for block in self.h:
+                x = block(x)
+            logits = self.lm_head(self.ln_f(x))
+            return logits, F.cross_entropy(logits.reshape(-1, vocab_size), targets.reshape(-1))
+
+    return GPT()
+
+
+def gpt_runner(framework: str) -> Callable[[], None]:
+    import tinytorch as tt
+
+    rng = np.random.default_rng(0)
+    V, T = GPT_CONFIG["vocab_size"], GPT_CONFIG["block_size"]
+    windows = [rng.integers(0, V, (32, T + 1)) for _ in range(4)]
+    turn = iter(range(10**9))
+    tt.manual_seed(0)
+    model = tt.models.GPT(**GPT_CONFIG)
+    if framework == "torch":
+        import torch
+
+        theirs = torch_gpt(**GPT_CONFIG)
+        theirs.load_state_dict({name: torch.from_numpy(value.copy()) for name, value in model.state_dict().items()})
+        model, lib = theirs, torch
+        batches = [(torch.from_numpy(w[:, :-1].copy()), torch.from_numpy(w[:, 1:].copy())) for w in windows]
+    else:
+        lib = tt
+        batches = [(w[:, :-1].copy(), w[:, 1:].copy()) for w in windows]
+    optimizer = lib.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def step() -> None:
+        idx, targets = batches[next(turn) % len(batches)]
+        optimizer.zero_grad()
+        _, loss = model(idx, targets)
+        loss.backward()
+        optimizer.step()
+    return step
+
+
+def gpt_peak_memory(framework: str) -> float:
+    """MiB by which a child process's peak resident set rises over three GPT steps (after building the model)."""
+    import subprocess
+
+    code = ("import sys; sys.path.insert(0, sys.argv[2]); import bench, torch; torch.set_num_threads(1)\n"
+            "from threadpoolctl import threadpool_limits\n"
+            "def kib(field):\n"
+            "    return next(int(line.split()[1]) for line in open('/proc/self/status') if line.startswith(field))\n"
+            "with threadpool_limits(1):\n"
+            "    step = bench.gpt_runner(sys.argv[1])\n"
+            "    open('/proc/self/clear_refs', 'w').write('5')  # resets the peak (VmHWM) to the current RSS\n"
+            "    before = kib('VmRSS')\n"
+            "    for _ in range(3):\n"
+            "        step()\n"
+            "print((kib('VmHWM') - before) / 1024)\n")
+    run = subprocess.run([sys.executable, "-c", code, framework, str(Path(__file__).resolve().parent)],
+                         capture_output=True, text=True, check=True)
+    return float(run.stdout.split()[-1])
+
+
 def numpy_mlp_runner(data) -> Callable[[], None]:
     """The same MLP step written by hand in numpy (forward, backward, Adam in place): the floor of what a
     numpy framework can reach, printed beside the ratios."""
@@ -210,7 +322,7 @@ def report(name: str, what: str, mine: list[float], other: list[float]) -> float
 
 def main(argv: list[str] | None = None) -> int:
     options = argparse.ArgumentParser(description="tinytorch against PyTorch on the CPU, one thread each")
-    options.add_argument("--only", default="tiny,mlp,cnn", help="comma-separated workloads: tiny, mlp, cnn")
+    options.add_argument("--only", default="tiny,mlp,cnn,gpt", help="comma-separated workloads: tiny, mlp, cnn, gpt")
     options.add_argument("--rounds", type=int, default=7)
     args = options.parse_args(argv)
     chosen = [name.strip() for name in args.only.split(",") if name.strip()]
@@ -244,6 +356,15 @@ def main(argv: list[str] | None = None) -> int:
         if "cnn" in chosen:
             mine, other = measure(cnn_runner("tinytorch"), cnn_runner("torch"), rounds=args.rounds, block=10)
             report("cnn", "CNN 3x32x32 conv-pool-conv-pool-linear training step, batch 32, SGD", mine, other)
+        if "gpt" in chosen:
+            mine, other = measure(gpt_runner("tinytorch"), gpt_runner("torch"), rounds=args.rounds, block=5)
+            report("gpt", "GPT (65 tokens, 4 layers, width 128, 4 heads, context 64) step, batch 32, AdamW", mine,
+                   other)
+            ours, theirs = gpt_peak_memory("tinytorch"), gpt_peak_memory("torch")
+            ratio = ours / max(theirs, 1e-9)
+            verdict = "within" if ratio <= GPT_MEMORY_TARGET else "OVER"
+            print(f"      peak memory of a step: tinytorch {ours:.1f} MiB, PyTorch {theirs:.1f} MiB; ratio "
+                  f"{ratio:.2f}x, target <= {GPT_MEMORY_TARGET:.2f}x: {verdict}")
     return 0
 
 

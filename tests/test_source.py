@@ -117,7 +117,7 @@ def test_the_reference_package_exposes_pytorchs_names_and_nothing_by_accident(tm
                          capture_output=True, text=True)
     top, training, utils, data, transforms, datasets, last = run.stdout.splitlines()
     assert eval(top) == ["Tensor", "arange", "as_tensor", "autograd", "datasets", "is_grad_enabled", "manual_seed",
-                         "nn", "no_grad", "ones", "optim", "randn", "training", "transforms", "utils",
+                         "models", "nn", "no_grad", "ones", "optim", "randn", "training", "transforms", "utils",
                          "zeros"], run.stderr
     assert eval(training) == ["ProgressBar", "accuracy", "batches", "evaluate", "fit", "load_checkpoint",
                               "save_checkpoint", "train_epoch"]

@@ -1,0 +1,840 @@
+"""Hidden suite of 13_transformer: layer normalisation (the fused Function's forward for one or more normalised
+axes, with and without weight and bias; its backward against float64 central differences and only the
+gradients asked for; `layer_norm` and `LayerNorm` with PyTorch's arguments and initialisation), the GELU
+feed-forward block, lean causal self-attention (against an independent numpy multi-head attention, and
+causality), the pre-norm block (forward, causality, gradients against central differences), the GPT
+(parameters, GPT-2's initialisation, weight tying, logits and loss against a numpy GPT with the same weights,
+causality), the key-value cache (pieces through the cache equal the whole sequence), sampling (greedy, the
+documented single draw per sequence for a seeded generator, temperature, top-k) and `generate` (greedy and
+seeded sampling against a numpy generation loop, past block_size, with the cache and without).
+
+Every `expected` is an independent numpy computation in float64 with the case's weights; products by
+`np.einsum` (no BLAS on the judge's side: OpenBLAS called from several grading threads can spin). Private
+names are reached as `tinytorch.core.transformer`, so that points follow the work.
+"""
+
+import importlib
+import math
+
+import numpy as np
+from hypothesis import strategies as st
+
+from checklib import CheckFailed, capture_error, central_difference, check, leaf_gradients, signed_arrays
+
+GRAD_TOL = {"rtol": 1e-4, "atol": 1e-5}
+
+# ---------------------------------------------------------------------------------------------------
+# Running the package (compute side)
+
+
+def _transformer(tt):
+    """The exported module itself, for the private names."""
+    return importlib.import_module(tt.__name__ + ".core.transformer")
+
+
+def _ln_apply(tt, case, x, w, b):
+    """_LayerNorm.apply with the operands the case has."""
+    operands = [o for o in (w, b) if o is not None]
+    return _transformer(tt)._LayerNorm.apply(x, *operands, axes=case["axes"], eps=case["eps"])
+
+
+def _load(module, params):
+    module.load_state_dict({name: np.asarray(value, dtype=np.float32) for name, value in params.items()})
+    return module
+
+
+def _gpt(tt, case):
+    """The case's GPT holding the case's weights."""
+    c = case["config"]
+    return _load(tt.models.GPT(c["V"], c["block"], c["L"], c["H"], c["C"]), case["params"])
+
+
+def _block_module(tt, case):
+    return _load(tt.models.TransformerBlock(case["C"], case["H"]), case["params"])
+
+
+def _attention_module(tt, case):
+    return _load(tt.models.CausalSelfAttention(case["C"], case["H"]), case["params"])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Judge side: independent numpy, float64
+
+
+def _np_ln(x, w=None, b=None, axes=1, eps=1e-5):
+    x = np.asarray(x, np.float64)
+    dims = tuple(range(x.ndim - axes, x.ndim))
+    mu = x.mean(axis=dims, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=dims, keepdims=True)
+    y = (x - mu) / np.sqrt(var + eps)
+    if w is not None:
+        y = y * np.asarray(w, np.float64)
+    if b is not None:
+        y = y + np.asarray(b, np.float64)
+    return y
+
+
+_ERF = np.vectorize(math.erf)
+
+
+def _np_gelu(x):
+    return x * 0.5 * (1.0 + _ERF(x / math.sqrt(2.0)))
+
+
+def _np_linear(x, params, name, bias=True):
+    y = np.einsum("...i,oi->...o", x, np.asarray(params[name + ".weight"], np.float64))
+    return y + np.asarray(params[name + ".bias"], np.float64) if bias else y
+
+
+def _np_softmax(scores):
+    top = scores.max(axis=-1, keepdims=True)
+    e = np.exp(scores - top)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _np_attention(params, prefix, x, C, H):
+    """Causal multi-head self-attention with c_attn / c_proj weights under `prefix`, head by head."""
+    D, T = C // H, x.shape[-2]
+    qkv = _np_linear(x, params, prefix + "c_attn")
+    hidden = np.triu(np.ones((T, T), bool), 1)
+    heads = []
+    for h in range(H):
+        q, k, v = (qkv[..., i * C + h * D:i * C + (h + 1) * D] for i in range(3))
+        scores = np.where(hidden, -np.inf, np.einsum("...ld,...sd->...ls", q, k) / math.sqrt(D))
+        heads.append(np.einsum("...ls,...sd->...ld", _np_softmax(scores), v))
+    return _np_linear(np.concatenate(heads, axis=-1), params, prefix + "c_proj")
+
+
+def _np_mlp(params, prefix, x):
+    return _np_linear(_np_gelu(_np_linear(x, params, prefix + "c_fc")), params, prefix + "c_proj")
+
+
+def _np_block(params, prefix, x, C, H):
+    norm = lambda name, y: _np_ln(y, params[prefix + name + ".weight"], params[prefix + name + ".bias"])
+    x = x + _np_attention(params, prefix + "attn.", norm("ln_1", x), C, H)
+    return x + _np_mlp(params, prefix + "mlp.", norm("ln_2", x))
+
+
+def _np_gpt(params, config, idx):
+    """Logits (B, T, V) of the GPT with these weights."""
+    idx = np.asarray(idx)
+    x = np.asarray(params["wte.weight"], np.float64)[idx] + np.asarray(params["wpe.weight"], np.float64)[
+        np.arange(idx.shape[-1])]
+    for i in range(config["L"]):
+        x = _np_block(params, f"h.{i}.", x, config["C"], config["H"])
+    x = _np_ln(x, params["ln_f.weight"], params["ln_f.bias"])
+    return np.einsum("btc,vc->btv", x, np.asarray(params["lm_head.weight"], np.float64))
+
+
+def _np_sample(logits, temperature, top_k, generator):
+    """The documented draw: greedy at 0; else one uniform per row, first index whose cumulative probability
+    exceeds u times the total, over the logits kept by top_k."""
+    logits = np.asarray(logits, np.float64)
+    if temperature == 0:
+        return logits.argmax(axis=-1)
+    logits = logits / temperature
+    if top_k is not None:
+        kth = -np.sort(-logits, axis=-1)[:, min(top_k, logits.shape[-1]) - 1:][:, :1]
+        logits = np.where(logits < kth, -np.inf, logits)
+    cumulative = np.cumsum(np.exp(logits - logits.max(axis=-1, keepdims=True)), axis=-1)
+    u = generator.random((len(logits), 1)) * cumulative[:, -1:]
+    return np.array([min(int(np.searchsorted(row, value, side="right")), logits.shape[-1] - 1)
+                     for row, value in zip(cumulative, u[:, 0])])
+
+
+def _np_generate(params, config, prompt, steps, temperature, top_k, seed):
+    idx = np.asarray(prompt)
+    generator = np.random.default_rng(seed)
+    for _ in range(steps):
+        logits = _np_gpt(params, config, idx[:, -config["block"]:])[:, -1]
+        idx = np.concatenate([idx, _np_sample(logits, temperature, top_k, generator)[:, None]], axis=1)
+    return idx
+
+
+# ---------------------------------------------------------------------------------------------------
+# Cases
+
+
+def _param_shapes(config):
+    V, B, C = config["V"], config["block"], config["C"]
+    shapes = {"wte.weight": (V, C), "wpe.weight": (B, C)}
+    for i in range(config["L"]):
+        shapes.update(_block_shapes(C, f"h.{i}."))
+    shapes.update({"ln_f.weight": (C,), "ln_f.bias": (C,), "lm_head.weight": (V, C)})
+    return shapes
+
+
+def _block_shapes(C, prefix=""):
+    return {prefix + "ln_1.weight": (C,), prefix + "ln_1.bias": (C,), **_attention_shapes(C, prefix + "attn."),
+            prefix + "ln_2.weight": (C,), prefix + "ln_2.bias": (C,), prefix + "mlp.c_fc.weight": (4 * C, C),
+            prefix + "mlp.c_fc.bias": (4 * C,), prefix + "mlp.c_proj.weight": (C, 4 * C),
+            prefix + "mlp.c_proj.bias": (C,)}
+
+
+def _attention_shapes(C, prefix=""):
+    return {prefix + "c_attn.weight": (3 * C, C), prefix + "c_attn.bias": (3 * C,), prefix + "c_proj.weight": (C, C),
+            prefix + "c_proj.bias": (C,)}
+
+
+def _draw_params(shapes, seed, scale=0.5):
+    """float32 weights from a seeded generator; LayerNorm weights around 1."""
+    rng = np.random.default_rng(seed)
+    params = {}
+    for name, shape in shapes.items():
+        value = rng.standard_normal(shape) * scale
+        if ".ln_" in name or name.startswith("ln_"):
+            value = value * 0.3 + (1.0 if name.endswith("weight") else 0.0)
+        params[name] = value.astype(np.float32)
+    return params
+
+
+@st.composite
+def _ln_case(draw, dtype=np.float32, gradient=False):
+    axes = draw(st.integers(1, 2))
+    lead = tuple(draw(st.lists(st.integers(1, 3), min_size=0, max_size=2)))
+    normalized = tuple(draw(st.lists(st.integers(2, 5), min_size=axes, max_size=axes)))
+    affine = draw(st.sampled_from(["none", "weight", "both"]))
+    case = {"axes": axes, "affine": affine, "eps": draw(st.sampled_from([1e-5, 1e-3]))}
+    offset = draw(st.floats(-3, 3))
+    case["x"] = (np.asarray(draw(signed_arrays(lead + normalized, 0.1, 3.0)), np.float64) + offset).astype(dtype)
+    case["w"] = None if affine == "none" else np.asarray(draw(signed_arrays(normalized, 0.2, 2.0)), dtype)
+    case["b"] = None if affine != "both" else np.asarray(draw(signed_arrays(normalized, 0.1, 2.0)), dtype)
+    if gradient:
+        case["g"] = draw(signed_arrays(lead + normalized, 0.25, 2.0))
+    return case
+
+
+def _ln_words(case):
+    with_ = {"none": "no weight or bias", "weight": "a weight", "both": "a weight and a bias"}[case["affine"]]
+    return (f"x of shape {case['x'].shape} ({case['x'].dtype}) normalised over its last {case['axes']} axes, "
+            f"{with_}, eps={case['eps']}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# 13.1 _LayerNorm.forward
+
+
+@check(task="13.1", points=2, inputs=_ln_case(), examples=25, dtype=True, rtol=1e-4, atol=1e-4,
+       describe=lambda case: f"_LayerNorm.apply(x, ...) for {_ln_words(case)}")
+def layer_norm_forward_matches_numpy(tt, case):
+    w = None if case["w"] is None else tt.Tensor(case["w"])
+    b = None if case["b"] is None else tt.Tensor(case["b"])
+    return _ln_apply(tt, case, tt.Tensor(case["x"]), w, b).numpy()
+
+
+@layer_norm_forward_matches_numpy.expected
+def _(case):
+    return _np_ln(case["x"], case["w"], case["b"], case["axes"], case["eps"]).astype(np.float32)
+
+
+@check(task="13.1", points=1, inputs=_ln_case(np.float64), examples=10, dtype=True, rtol=1e-9, atol=1e-9,
+       describe=lambda case: f"_LayerNorm.apply(x, ...) for {_ln_words(case)}: float64 in, float64 out, and the "
+                             f"input left unchanged")
+def layer_norm_forward_keeps_float64_and_its_input(tt, case):
+    x = case["x"].copy()
+    w = None if case["w"] is None else tt.Tensor(case["w"])
+    b = None if case["b"] is None else tt.Tensor(case["b"])
+    out = _ln_apply(tt, case, tt.Tensor(x), w, b).numpy()
+    return {"out": out, "input": x}
+
+
+@layer_norm_forward_keeps_float64_and_its_input.expected
+def _(case):
+    return {"out": _np_ln(case["x"], case["w"], case["b"], case["axes"], case["eps"]), "input": case["x"]}
+
+
+# ---------------------------------------------------------------------------------------------------
+# 13.2 _LayerNorm.backward
+
+
+def _ln_inputs(case):
+    return [case[name] for name in ("x", "w", "b") if case[name] is not None]
+
+
+@check(task="13.2", points=3, inputs=_ln_case(np.float64, gradient=True), examples=20, **GRAD_TOL,
+       describe=lambda case: f"the gradients of every operand after _LayerNorm.apply(x, ...).backward(g) for "
+                             f"{_ln_words(case)}")
+def layer_norm_gradients_match_central_differences(tt, case):
+    return leaf_gradients(tt, lambda *leaves: _ln_apply(tt, case, *(list(leaves) + [None, None])[:3]),
+                          _ln_inputs(case), case["g"])
+
+
+@layer_norm_gradients_match_central_differences.expected
+def _(case):
+    def fn(*arrays):
+        x, w, b = (list(arrays) + [None, None])[:3]
+        return _np_ln(x, w, b, case["axes"], case["eps"])
+    return central_difference(fn, _ln_inputs(case), case["g"])
+
+
+@check(task="13.2", points=1, inputs=_ln_case(np.float64, gradient=True).filter(lambda c: c["affine"] == "both"),
+       examples=5, **GRAD_TOL, describe=lambda case: f"_LayerNorm.apply(x, w, b).backward(g) for {_ln_words(case)}, "
+                                                      f"with only x a leaf, then only w: the gradients")
+def layer_norm_backward_computes_the_gradients_asked_for(tt, case):
+    x, w, b = (tt.Tensor(case[name]) for name in ("x", "w", "b"))
+    leaf = tt.Tensor(case["x"], requires_grad=True)
+    _ln_apply(tt, case, leaf, w, b).backward(tt.Tensor(case["g"]))
+    found = {"x leaf: x.grad": leaf.grad.numpy()}
+    leaf = tt.Tensor(case["w"], requires_grad=True)
+    _ln_apply(tt, case, x, leaf, b).backward(tt.Tensor(case["g"]))
+    return {**found, "w leaf: w.grad": leaf.grad.numpy(), "x stays without grad": x.grad is None}
+
+
+@layer_norm_backward_computes_the_gradients_asked_for.expected
+def _(case):
+    grads = central_difference(lambda x, w, b: _np_ln(x, w, b, case["axes"], case["eps"]),
+                               [case["x"], case["w"], case["b"]], case["g"])
+    return {"x leaf: x.grad": grads[0], "w leaf: w.grad": grads[1], "x stays without grad": True}
+
+
+# ---------------------------------------------------------------------------------------------------
+# 13.3 layer_norm and LayerNorm
+
+
+@check(task="13.3", points=1, inputs=_ln_case(), examples=15, dtype=True, rtol=1e-4, atol=1e-4,
+       describe=lambda case: f"nn.functional.layer_norm(x, normalized_shape, weight, bias, eps) for {_ln_words(case)} "
+                             f"(an int normalized_shape for one axis), and with the bias only")
+def functional_layer_norm_matches_numpy(tt, case):
+    shape = case["x"].shape[-case["axes"]:]
+    normalized = shape[0] if case["axes"] == 1 else shape
+    F = tt.nn.functional
+    out = F.layer_norm(tt.Tensor(case["x"]), normalized, None if case["w"] is None else tt.Tensor(case["w"]),
+                       None if case["b"] is None else tt.Tensor(case["b"]), eps=case["eps"]).numpy()
+    bias = np.full(shape, 0.5, np.float32)
+    return {"out": out, "bias only": F.layer_norm(tt.Tensor(case["x"]), shape, None, tt.Tensor(bias),
+                                                  eps=case["eps"]).numpy()}
+
+
+@functional_layer_norm_matches_numpy.expected
+def _(case):
+    out = _np_ln(case["x"], case["w"], case["b"], case["axes"], case["eps"]).astype(np.float32)
+    return {"out": out, "bias only": (_np_ln(case["x"], None, None, case["axes"], case["eps"]) + 0.5).astype(np.float32)}
+
+
+_LN_OPTIONS = [((6,), {}), (7, {}), ((2, 3), {}), (5, {"elementwise_affine": False}), (4, {"bias": False}),
+               (3, {"eps": 1e-3})]
+
+
+@check(task="13.3", points=1, describe=lambda case: "nn.LayerNorm(normalized_shape, ...) for " + "; ".join(
+    f"{shape}, {kw}" for shape, kw in _LN_OPTIONS) + ": normalized_shape, eps, the parameters and their values")
+def layer_norm_module_has_pytorchs_parameters(tt, case):
+    found = []
+    for shape, kw in _LN_OPTIONS:
+        module = tt.nn.LayerNorm(shape, **kw)
+        found.append({"normalized_shape": list(module.normalized_shape), "eps": float(module.eps),
+                      "parameters": {name: p.numpy() for name, p in module.named_parameters()},
+                      "weight is None": module.weight is None, "bias is None": module.bias is None})
+    return found
+
+
+@layer_norm_module_has_pytorchs_parameters.expected
+def _(case):
+    found = []
+    for shape, kw in _LN_OPTIONS:
+        shape = (shape,) if isinstance(shape, int) else shape
+        affine, bias = kw.get("elementwise_affine", True), kw.get("bias", True)
+        params = {}
+        if affine:
+            params["weight"] = np.ones(shape, np.float32)
+            if bias:
+                params["bias"] = np.zeros(shape, np.float32)
+        found.append({"normalized_shape": list(shape), "eps": kw.get("eps", 1e-5), "parameters": params,
+                      "weight is None": not affine, "bias is None": not (affine and bias)})
+    return found
+
+
+@check(task="13.3", points=1, inputs=_ln_case().filter(lambda c: c["affine"] == "both"), examples=10, rtol=1e-4,
+       atol=1e-4, describe=lambda case: f"nn.LayerNorm(normalized_shape) holding weight and bias, on {_ln_words(case)}; "
+                                        f"then on an input whose last axis is one longer (the error)")
+def layer_norm_module_forward_and_its_error(tt, case):
+    shape = case["x"].shape[-case["axes"]:]
+    module = tt.nn.LayerNorm(shape, eps=case["eps"])
+    module.load_state_dict({"weight": case["w"], "bias": case["b"]})
+    wrong = np.ones(case["x"].shape[:-1] + (case["x"].shape[-1] + 1,), np.float32)
+    plain = tt.nn.functional.layer_norm
+    return {"out": module(tt.Tensor(case["x"])).numpy(), "error": capture_error(lambda: module(tt.Tensor(wrong))),
+            "functional error": capture_error(lambda: plain(tt.Tensor(wrong), case["x"].shape[-1]))}
+
+
+@layer_norm_module_forward_and_its_error.verdict
+def _(case, output):
+    what = f"nn.LayerNorm on {_ln_words(case)}"
+    right = _np_ln(case["x"], case["w"], case["b"], case["axes"], case["eps"])
+    if np.shape(output["out"]) != right.shape or not np.allclose(output["out"], right, rtol=1e-4, atol=1e-4):
+        raise CheckFailed(f"{what}: the output is not layer normalisation's")
+    for key in ("error", "functional error"):
+        if output[key]["raised"] != "ValueError":
+            raise CheckFailed(f"{what}: an input whose last axes are not normalized_shape must raise ValueError "
+                              f"(also in layer_norm without a weight), got {output[key]['raised']}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# 13.4 MLP
+
+
+@st.composite
+def _mlp_case(draw):
+    C, seed = draw(st.integers(1, 6)), draw(st.integers(0, 2**31))
+    lead = tuple(draw(st.lists(st.integers(1, 3), min_size=1, max_size=2)))
+    rng = np.random.default_rng(seed + 1)
+    return {"C": C, "params": _draw_params({"c_fc.weight": (4 * C, C), "c_fc.bias": (4 * C,),
+                                            "c_proj.weight": (C, 4 * C), "c_proj.bias": (C,)}, seed),
+            "x": rng.standard_normal(lead + (C,)).astype(np.float32)}
+
+
+@check(task="13.4", points=1, describe=lambda case: "models.MLP(5) and MLP(3, bias=False): the parameters' names "
+                                                    "and shapes")
+def mlp_has_the_layers(tt, case):
+    return [[(name, list(p.shape)) for name, p in tt.models.MLP(*args, **kw).named_parameters()]
+            for args, kw in (((5,), {}), ((3,), {"bias": False}))]
+
+
+@mlp_has_the_layers.expected
+def _(case):
+    return [[("c_fc.weight", [20, 5]), ("c_fc.bias", [20]), ("c_proj.weight", [5, 20]), ("c_proj.bias", [5])],
+            [("c_fc.weight", [12, 3]), ("c_proj.weight", [3, 12])]]
+
+
+@check(task="13.4", points=1, inputs=_mlp_case(), examples=15, rtol=1e-4, atol=1e-4,
+       describe=lambda case: f"models.MLP({case['C']}) holding the case's weights, on x of shape {case['x'].shape}")
+def mlp_forward_matches_numpy(tt, case):
+    return _load(tt.models.MLP(case["C"]), case["params"])(tt.Tensor(case["x"])).numpy()
+
+
+@mlp_forward_matches_numpy.expected
+def _(case):
+    return _np_mlp(case["params"], "", np.asarray(case["x"], np.float64))
+
+
+# ---------------------------------------------------------------------------------------------------
+# 13.5 CausalSelfAttention
+
+
+@st.composite
+def _attention_case(draw, shapes=_attention_shapes, dtype=np.float32, gradient=False):
+    H, D = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    B, T, seed = draw(st.integers(1, 2)), draw(st.integers(1, 5)), draw(st.integers(0, 2**31))
+    C = H * D
+    rng = np.random.default_rng(seed + 1)
+    case = {"C": C, "H": H, "params": _draw_params(shapes(C), seed), "x": rng.standard_normal((B, T, C)).astype(dtype),
+            "t": draw(st.integers(0, T - 1))}
+    case["later"] = rng.standard_normal((B, T - case["t"] - 1, C)).astype(dtype)
+    if gradient:
+        case["g"] = draw(signed_arrays((B, T, C), 0.25, 2.0))
+    return case
+
+
+def _attention_words(case, what="models.CausalSelfAttention"):
+    return f"{what}({case['C']}, {case['H']}) holding the case's weights, on x of shape {case['x'].shape}"
+
+
+@check(task="13.5", points=2, inputs=_attention_case(), examples=20, rtol=1e-4, atol=1e-4,
+       describe=lambda case: _attention_words(case) + ": the output, and q, k, v from _qkv(x)")
+def causal_attention_matches_numpy(tt, case):
+    module = _attention_module(tt, case)
+    q, k, v = module._qkv(tt.Tensor(case["x"]))
+    return {"out": module(tt.Tensor(case["x"])).numpy(), "q": q.numpy(), "k": k.numpy(), "v": v.numpy()}
+
+
+@causal_attention_matches_numpy.expected
+def _(case):
+    C, H = case["C"], case["H"]
+    x = np.asarray(case["x"], np.float64)
+    qkv = _np_linear(x, case["params"], "c_attn")
+    B, T = x.shape[:2]
+    split = qkv.reshape(B, T, 3, H, C // H).transpose(2, 0, 3, 1, 4)
+    return {"out": _np_attention(case["params"], "", x, C, H), "q": split[0], "k": split[1], "v": split[2]}
+
+
+@check(task="13.5", points=1, inputs=_attention_case(), examples=15, rtol=1e-5, atol=1e-5,
+       describe=lambda case: _attention_words(case) + f", then again with x changed after position {case['t']}: "
+                             f"the outputs up to position {case['t']}; and CausalSelfAttention(6, 4) (the error)")
+def causal_attention_is_causal(tt, case):
+    module, t = _attention_module(tt, case), case["t"]
+    changed = case["x"].copy()
+    changed[:, t + 1:] = case["later"]
+    return {"before": module(tt.Tensor(case["x"])).numpy()[:, :t + 1],
+            "after": module(tt.Tensor(changed)).numpy()[:, :t + 1],
+            "error": capture_error(lambda: tt.models.CausalSelfAttention(6, 4))["raised"]}
+
+
+@causal_attention_is_causal.verdict
+def _(case, output):
+    what, t = _attention_words(case), case["t"]
+    right = _np_attention(case["params"], "", np.asarray(case["x"], np.float64), case["C"], case["H"])[:, :t + 1]
+    if np.shape(output["before"]) != right.shape or not np.allclose(output["before"], right, rtol=1e-4, atol=1e-4):
+        raise CheckFailed(f"{what}: the outputs up to position {t} are not causal self-attention's")
+    if not np.allclose(output["after"], output["before"], rtol=1e-5, atol=1e-5):
+        raise CheckFailed(f"{what}: the outputs up to position {t} changed when only the tokens after {t} changed: "
+                          f"the future leaks into the past")
+    if output["error"] != "ValueError":
+        raise CheckFailed(f"CausalSelfAttention(6, 4): n_embd not divisible by n_head must raise ValueError, got "
+                          f"{output['error']}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# 13.6 TransformerBlock
+
+
+@check(task="13.6", points=1, inputs=_attention_case(_block_shapes), examples=15, rtol=1e-4, atol=1e-4,
+       describe=lambda case: _attention_words(case, "models.TransformerBlock") + ": the output")
+def block_matches_numpy(tt, case):
+    return _block_module(tt, case)(tt.Tensor(case["x"])).numpy()
+
+
+@block_matches_numpy.expected
+def _(case):
+    return _np_block(case["params"], "", np.asarray(case["x"], np.float64), case["C"], case["H"])
+
+
+@check(task="13.6", points=1, inputs=_attention_case(_block_shapes), examples=10, rtol=1e-5, atol=1e-5,
+       describe=lambda case: _attention_words(case, "models.TransformerBlock") + f", then with x changed after "
+                             f"position {case['t']}: the outputs up to position {case['t']}")
+def block_is_causal(tt, case):
+    module, t = _block_module(tt, case), case["t"]
+    changed = case["x"].copy()
+    changed[:, t + 1:] = case["later"]
+    return {"before": module(tt.Tensor(case["x"])).numpy()[:, :t + 1],
+            "after": module(tt.Tensor(changed)).numpy()[:, :t + 1]}
+
+
+@block_is_causal.verdict
+def _(case, output):
+    what, t = _attention_words(case, "TransformerBlock"), case["t"]
+    right = _np_block(case["params"], "", np.asarray(case["x"], np.float64), case["C"], case["H"])[:, :t + 1]
+    if np.shape(output["before"]) != right.shape or not np.allclose(output["before"], right, rtol=1e-4, atol=1e-4):
+        raise CheckFailed(f"{what}: the outputs up to position {t} are not the block's")
+    if not np.allclose(output["after"], output["before"], rtol=1e-5, atol=1e-5):
+        raise CheckFailed(f"{what}: the outputs up to position {t} changed when only the tokens after {t} changed")
+
+
+@check(task="13.6", points=1, inputs=_attention_case(_block_shapes, np.float64, gradient=True), examples=6,
+       **GRAD_TOL, describe=lambda case: "x.grad after TransformerBlock(x).backward(g) for " + _attention_words(
+           case, "TransformerBlock") + " (float64)")
+def block_gradient_matches_central_differences(tt, case):
+    module = _block_module(tt, case)
+    return leaf_gradients(tt, lambda x: module(x), [case["x"]], case["g"])
+
+
+@block_gradient_matches_central_differences.expected
+def _(case):
+    return central_difference(lambda x: _np_block(case["params"], "", x, case["C"], case["H"]), [case["x"]], case["g"])
+
+
+# ---------------------------------------------------------------------------------------------------
+# 13.7 GPT: parameters, initialisation, tying
+
+
+_CONFIG = {"V": 7, "block": 5, "L": 2, "H": 2, "C": 4}
+
+
+@check(task="13.7", points=1, describe=lambda case: "models.GPT(7, 5, 2, 2, 4): the parameters' names and shapes, "
+                                                    "and the attributes vocab_size, block_size, n_layer")
+def gpt_has_the_parameters(tt, case):
+    model = tt.models.GPT(7, 5, 2, 2, 4)
+    return {"parameters": [(name, list(p.shape)) for name, p in model.named_parameters()],
+            "attributes": [model.vocab_size, model.block_size, model.n_layer]}
+
+
+@gpt_has_the_parameters.expected
+def _(case):
+    return {"parameters": [(name, list(shape)) for name, shape in _param_shapes(_CONFIG).items()],
+            "attributes": [7, 5, 2]}
+
+
+@check(task="13.7", points=1, describe=lambda case: "models.GPT(50, 64, 3, 2, 32) after manual_seed(0): the "
+                                                    "standard deviations and means of its weights (GPT-2's "
+                                                    "initialisation)")
+def gpt_initialises_like_gpt2(tt, case):
+    tt.manual_seed(0)
+    model = tt.models.GPT(50, 64, 3, 2, 32)
+    return {name: p.numpy() for name, p in model.named_parameters()}
+
+
+@gpt_initialises_like_gpt2.verdict
+def _(case, output):
+    for name, value in output.items():
+        value = np.asarray(value, np.float64)
+        what = f"GPT(50, 64, 3, 2, 32): {name}"
+        if name.endswith("c_proj.weight"):
+            want = 0.02 / math.sqrt(6)
+        elif value.ndim == 2:
+            want = 0.02
+        else:
+            want = None
+        if want is not None:
+            if not (abs(value.std() / want - 1) < 0.15 and abs(value.mean()) < 0.3 * want):
+                raise CheckFailed(f"{what}: expected N(0, {want:.4f}²), got mean {value.mean():.4g}, std "
+                                  f"{value.std():.4g}")
+        elif ".ln_" in name or name.startswith("ln_"):
+            fill = 1.0 if name.endswith("weight") else 0.0
+            if not np.all(value == fill):
+                raise CheckFailed(f"{what}: LayerNorm keeps PyTorch's initialisation ({fill:g} everywhere)")
+        elif np.any(value != 0):
+            raise CheckFailed(f"{what}: a Linear's bias starts at zero")
+
+
+@check(task="13.7", points=1, describe=lambda case: "models.GPT(7, 5, 2, 2, 4, tie_weights=True): lm_head.weight is "
+                                                    "wte.weight, counted once; and without tying, two Parameters")
+def gpt_ties_the_head_to_the_embedding(tt, case):
+    tied, free = tt.models.GPT(7, 5, 2, 2, 4, tie_weights=True), tt.models.GPT(7, 5, 2, 2, 4)
+    return {"tied same object": tied.lm_head.weight is tied.wte.weight,
+            "tied count": len(list(tied.parameters())),
+            "untied same object": free.lm_head.weight is free.wte.weight, "untied count": len(list(free.parameters()))}
+
+
+@gpt_ties_the_head_to_the_embedding.expected
+def _(case):
+    count = len(_param_shapes(_CONFIG))
+    return {"tied same object": True, "tied count": count - 1, "untied same object": False, "untied count": count}
+
+
+# ---------------------------------------------------------------------------------------------------
+# 13.8 GPT.forward
+
+
+@st.composite
+def _gpt_case(draw, steps=False):
+    H, D = draw(st.integers(1, 2)), draw(st.integers(1, 3))
+    config = {"V": draw(st.integers(3, 9)), "block": draw(st.integers(2, 6)), "L": draw(st.integers(1, 2)), "H": H,
+              "C": H * D}
+    seed = draw(st.integers(0, 2**31))
+    rng = np.random.default_rng(seed + 1)
+    B = draw(st.integers(1, 3))
+    T = draw(st.integers(1, config["block"]))
+    case = {"config": config, "params": _draw_params(_param_shapes(config), seed),
+            "idx": rng.integers(0, config["V"], (B, T)), "targets": rng.integers(0, config["V"], (B, T)),
+            "t": draw(st.integers(0, T - 1))}
+    case["later"] = rng.integers(0, config["V"], (B, T - case["t"] - 1))
+    if steps:
+        case["steps"] = draw(st.integers(1, 8))
+        case["seed"] = draw(st.integers(0, 2**31))
+        case["temperature"] = draw(st.sampled_from([1.0, 0.5, 2.0]))
+        case["top_k"] = draw(st.sampled_from([None, 1, 2, 3]))
+    return case
+
+
+def _gpt_words(case):
+    c = case["config"]
+    return (f"models.GPT(vocab_size={c['V']}, block_size={c['block']}, n_layer={c['L']}, n_head={c['H']}, "
+            f"n_embd={c['C']}) holding the case's weights, on idx of shape {case['idx'].shape}")
+
+
+@check(task="13.8", points=1, inputs=_gpt_case(), examples=15, dtype=True, rtol=1e-4, atol=1e-4,
+       describe=lambda case: _gpt_words(case) + ": the logits")
+def gpt_logits_match_numpy(tt, case):
+    return _gpt(tt, case)(case["idx"]).numpy()
+
+
+@gpt_logits_match_numpy.expected
+def _(case):
+    return _np_gpt(case["params"], case["config"], case["idx"]).astype(np.float32)
+
+
+@check(task="13.8", points=1, inputs=_gpt_case(), examples=10, rtol=1e-4, atol=1e-4,
+       describe=lambda case: _gpt_words(case) + " with targets: the logits and the loss")
+def gpt_loss_is_the_mean_cross_entropy(tt, case):
+    logits, loss = _gpt(tt, case)(case["idx"], case["targets"])
+    return {"logits": logits.numpy(), "loss": loss.numpy()}
+
+
+@gpt_loss_is_the_mean_cross_entropy.expected
+def _(case):
+    logits = _np_gpt(case["params"], case["config"], case["idx"])
+    flat, targets = logits.reshape(-1, logits.shape[-1]), case["targets"].reshape(-1)
+    top = flat.max(axis=-1, keepdims=True)
+    log_probs = flat - top - np.log(np.exp(flat - top).sum(axis=-1, keepdims=True))
+    return {"logits": logits, "loss": np.asarray(-log_probs[np.arange(len(targets)), targets].mean())}
+
+
+@check(task="13.8", points=1, inputs=_gpt_case(), examples=10,
+       describe=lambda case: _gpt_words(case) + f", then with the tokens after position {case['t']} changed: the "
+                             f"logits up to position {case['t']}; then idx longer than block_size (the error)")
+def gpt_is_causal_and_refuses_long_inputs(tt, case):
+    model, t = _gpt(tt, case), case["t"]
+    changed = case["idx"].copy()
+    changed[:, t + 1:] = case["later"]
+    long = np.zeros((1, case["config"]["block"] + 1), np.int64)
+    return {"before": model(case["idx"]).numpy()[:, :t + 1], "after": model(changed).numpy()[:, :t + 1],
+            "error": capture_error(lambda: model(long))["raised"]}
+
+
+@gpt_is_causal_and_refuses_long_inputs.verdict
+def _(case, output):
+    what, t = _gpt_words(case), case["t"]
+    right = _np_gpt(case["params"], case["config"], case["idx"])[:, :t + 1]
+    if np.shape(output["before"]) != right.shape or not np.allclose(output["before"], right, rtol=1e-4, atol=1e-4):
+        raise CheckFailed(f"{what}: the logits up to position {t} are not the GPT's")
+    if not np.allclose(output["after"], output["before"], rtol=1e-5, atol=1e-5):
+        raise CheckFailed(f"{what}: the logits up to position {t} changed when only the tokens after {t} changed")
+    if output["error"] != "ValueError":
+        raise CheckFailed(f"{what}: idx longer than block_size must raise ValueError, got {output['error']}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# 13.9 KVCache
+
+
+@check(task="13.9", points=2, inputs=_attention_case(), examples=15, rtol=1e-4, atol=1e-4,
+       describe=lambda case: _attention_words(case) + f" with a KVCache: x fed as positions 0..{case['t']}, then one "
+                             f"at a time; the outputs, the cache's length, and one position too many (the error)")
+def kv_cache_pieces_equal_the_whole(tt, case):
+    module, t = _attention_module(tt, case), case["t"]
+    B, T, C = case["x"].shape
+    H = case["H"]
+    cache = tt.models.KVCache(B, H, T, C // H)
+    pieces = [module(tt.Tensor(case["x"][:, :t + 1]), cache).numpy()]
+    pieces += [module(tt.Tensor(case["x"][:, i:i + 1]), cache).numpy() for i in range(t + 1, T)]
+    error = capture_error(lambda: module(tt.Tensor(case["x"][:, :1]), cache))["raised"]
+    return {"out": np.concatenate(pieces, axis=1), "length": cache.length, "error": error}
+
+
+@kv_cache_pieces_equal_the_whole.expected
+def _(case):
+    return {"out": _np_attention(case["params"], "", np.asarray(case["x"], np.float64), case["C"], case["H"]),
+            "length": case["x"].shape[1], "error": "ValueError"}
+
+
+# ---------------------------------------------------------------------------------------------------
+# 13.10 _sample
+
+
+@st.composite
+def _sample_case(draw):
+    B, V = draw(st.integers(1, 4)), draw(st.integers(2, 8))
+    return {"logits": np.asarray(draw(signed_arrays((B, V), 0.01, 3.0)), np.float32),
+            "temperature": draw(st.sampled_from([1.0, 0.5, 2.0])), "top_k": draw(st.sampled_from([None, 1, 2, 3, 9])),
+            "seed": draw(st.integers(0, 2**31))}
+
+
+def _sample_words(case):
+    return (f"_sample(logits, temperature={case['temperature']}, top_k={case['top_k']}, generator) for logits of "
+            f"shape {case['logits'].shape} and np.random.default_rng({case['seed']})")
+
+
+@check(task="13.10", points=2, inputs=_sample_case(), examples=25,
+       describe=lambda case: _sample_words(case) + ", three calls in a row; and temperature=0 (greedy)")
+def sample_draws_as_documented(tt, case):
+    sample = _transformer(tt)._sample
+    generator = np.random.default_rng(case["seed"])
+    draws = [np.asarray(sample(case["logits"], case["temperature"], case["top_k"], generator)) for _ in range(3)]
+    return {"draws": np.stack(draws), "greedy": np.asarray(sample(case["logits"], 0, case["top_k"], generator))}
+
+
+@sample_draws_as_documented.expected
+def _(case):
+    generator = np.random.default_rng(case["seed"])
+    draws = [_np_sample(case["logits"], case["temperature"], case["top_k"], generator) for _ in range(3)]
+    return {"draws": np.stack(draws), "greedy": np.asarray(case["logits"], np.float64).argmax(axis=-1)}
+
+
+@check(task="13.10", points=1, describe=lambda case: "_sample(logits, 1.0, top_k=2, generator) 2000 times for one row "
+                                                     "of probabilities [0.1, 0.2, 0.3, 0.4], 2000 times for its logits "
+                                                     "+ 800 without top_k; then temperature=-1 and top_k=0 (the errors)")
+def sample_keeps_only_the_top_k(tt, case):
+    sample = _transformer(tt)._sample
+    generator = np.random.default_rng(0)
+    logits = np.log(np.array([[0.1, 0.2, 0.3, 0.4]]))
+    draws = np.concatenate([sample(logits, 1.0, 2, generator) for _ in range(2000)])
+    large = np.concatenate([sample(logits + 800.0, 1.0, None, generator) for _ in range(2000)])
+    return {"counts": np.bincount(np.asarray(draws, np.int64), minlength=4),
+            "large": np.bincount(np.asarray(large, np.int64), minlength=4),
+            "errors": [capture_error(lambda: sample(logits, -1.0, None, generator))["raised"],
+                       capture_error(lambda: sample(logits, 1.0, 0, generator))["raised"]]}
+
+
+@sample_keeps_only_the_top_k.verdict
+def _(case, output):
+    counts = np.asarray(output["counts"])
+    if counts.shape != (4,) or counts[:2].sum() != 0:
+        raise CheckFailed(f"_sample with top_k=2: tokens outside the two largest logits were drawn (counts {counts})")
+    if abs(counts[2] / 2000 - 3 / 7) > 0.05:
+        raise CheckFailed(f"_sample with top_k=2: token 2 drawn {counts[2]} times of 2000, expected about {2000 * 3 / 7:.0f}")
+    large = np.asarray(output["large"]) / 2000
+    if large.shape != (4,) or np.abs(large - [0.1, 0.2, 0.3, 0.4]).max() > 0.05:
+        raise CheckFailed(f"_sample for logits log([0.1, 0.2, 0.3, 0.4]) + 800: drawn with frequencies {large}, "
+                          f"expected about [0.1, 0.2, 0.3, 0.4] (a stable softmax: subtract the row's maximum)")
+    if output["errors"] != ["ValueError", "ValueError"]:
+        raise CheckFailed(f"_sample: temperature=-1 and top_k=0 must raise ValueError, got {output['errors']}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# 13.11 generate
+
+
+def _generate_words(case, options):
+    return (_gpt_words(case).replace(f"on idx of shape {case['idx'].shape}", "") +
+            f"generate(prompt of shape {case['idx'].shape}, {case['steps']}, {options})")
+
+
+@check(task="13.11", points=1, inputs=_gpt_case(steps=True), examples=10,
+       describe=lambda case: _generate_words(case, "temperature=0") + ", with and without the cache: the tokens")
+def generate_greedy_matches_numpy(tt, case):
+    model = _gpt(tt, case)
+    return {"cached": model.generate(case["idx"], case["steps"], temperature=0).numpy(),
+            "uncached": model.generate(case["idx"], case["steps"], temperature=0, use_cache=False).numpy()}
+
+
+@generate_greedy_matches_numpy.expected
+def _(case):
+    tokens = _np_generate(case["params"], case["config"], case["idx"], case["steps"], 0, None, 0)
+    return {"cached": tokens, "uncached": tokens}
+
+
+@check(task="13.11", points=2, inputs=_gpt_case(steps=True), examples=10,
+       describe=lambda case: _generate_words(case, f"temperature={case['temperature']}, top_k={case['top_k']}, "
+                                                   f"generator=np.random.default_rng({case['seed']})") +
+       ", with and without the cache: the tokens")
+def generate_samples_with_the_cache_and_without(tt, case):
+    model = _gpt(tt, case)
+    out = {}
+    for use_cache in (True, False):
+        out["cached" if use_cache else "uncached"] = model.generate(
+            case["idx"], case["steps"], temperature=case["temperature"], top_k=case["top_k"], use_cache=use_cache,
+            generator=np.random.default_rng(case["seed"])).numpy()
+    return out
+
+
+@generate_samples_with_the_cache_and_without.expected
+def _(case):
+    tokens = _np_generate(case["params"], case["config"], case["idx"], case["steps"], case["temperature"],
+                          case["top_k"], case["seed"])
+    return {"cached": tokens, "uncached": tokens}
+
+
+@check(task="13.11", points=1, inputs=_gpt_case(steps=True), examples=5,
+       describe=lambda case: _generate_words(case, "temperature=1.0") + " after manual_seed twice, in training mode: "
+                             "the tokens both times (repeatable), the dtype, and the mode afterwards; greedy with "
+                             "dropout=0.5 (evaluation mode)")
+def generate_uses_the_default_generator_and_restores_the_mode(tt, case):
+    model = _gpt(tt, case)
+    model.train()
+    runs = []
+    for _ in range(2):
+        tt.manual_seed(case["seed"])
+        runs.append(model.generate(case["idx"], case["steps"]).numpy())
+    c = case["config"]
+    dropping = _load(tt.models.GPT(c["V"], c["block"], c["L"], c["H"], c["C"], dropout=0.5), case["params"])
+    greedy = dropping.generate(case["idx"], case["steps"], temperature=0).numpy()
+    return {"first": runs[0], "second": runs[1], "dtype": str(runs[0].dtype), "training": model.training,
+            "greedy with dropout": greedy}
+
+
+@generate_uses_the_default_generator_and_restores_the_mode.verdict
+def _(case, output):
+    what = _generate_words(case, "")
+    first = np.asarray(output["first"])
+    B, T = case["idx"].shape
+    if first.shape != (B, T + case["steps"]) or not np.array_equal(first[:, :T], case["idx"]):
+        raise CheckFailed(f"{what}: expected the prompt followed by {case['steps']} tokens, shape "
+                          f"{(B, T + case['steps'])}, got shape {first.shape}")
+    if not np.array_equal(first, output["second"]):
+        raise CheckFailed(f"{what}: the same manual_seed must give the same tokens (draw from default_generator)")
+    if output["dtype"] != "int64" or first.min() < 0 or first.max() >= case["config"]["V"]:
+        raise CheckFailed(f"{what}: expected int64 token ids below vocab_size, got {output['dtype']}")
+    if not np.array_equal(output["greedy with dropout"], _np_generate(case["params"], case["config"], case["idx"],
+                                                                      case["steps"], 0, None, 0)):
+        raise CheckFailed(f"{what}: a GPT with dropout=0.5 in training mode generated other tokens than its greedy "
+                          f"choice without dropout: generate must run in evaluation mode")
+    if output["training"] is not True:
+        raise CheckFailed(f"{what}: generate must restore the training mode it found")
