@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception:
             traceback.print_exc()
             print("\nThe milestone stopped on an error in the package (above).", file=sys.stderr)
-            return 1
+            return 2
 
         accuracy, seconds = history["test_accuracy"][-1], statistics.median(history["seconds"])
         plot(plot_path, history, f"CNN on {name}, seed {args.seed}")

@@ -12,7 +12,7 @@ def judge(log: Callable[[str], None], *, result: float, ran: int, judged: int, u
     (`unit`); `pace` says the time per epoch or step; `hint` where to look when the target is missed."""
     if ran != judged:
         said = unit[:-1] if ran == 1 else unit  # "after 1 epoch"
-        log(f"{'loss' if lower_is_better else 'test accuracy'} after {ran} {said}: {result:{fmt}}; {pace}")
+        log(f"{'validation loss' if lower_is_better else 'test accuracy'} after {ran} {said}: {result:{fmt}}; {pace}")
         log(f"not judged: the milestone is judged after {judged} {unit}, and this run had {ran}")
         return 1
     name = "validation loss" if lower_is_better else "test accuracy"

@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception:
         traceback.print_exc()
         print("\nThe milestone stopped on an error in the package (above).", file=sys.stderr)
-        return 1
+        return 2
 
     accuracy = history["test_accuracy"][-1]
     seconds = statistics.median(history["seconds"])

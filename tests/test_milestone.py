@@ -40,8 +40,8 @@ def test_unfinished_stages_are_named_instead_of_training(shared_course):
 
 
 def test_a_wrong_milestone_name_lists_the_known_ones(shared_course):
-    run = tito(shared_course, "milestone", "gpt")
-    assert run.code == 2 and "choose from 'cnn', 'mlp'" in run.stderr
+    run = tito(shared_course, "milestone", "rnn")
+    assert run.code == 2 and "choose from 'cnn', 'gpt', 'mlp'" in run.stderr
 
 
 def test_the_reference_cnn_reaches_its_target_on_mnist_and_saves_its_curves(shared_course):
@@ -64,3 +64,15 @@ def test_an_option_a_milestone_does_not_take_is_one_sentence(shared_course):
     assert "Traceback" not in run.stderr
     run = tito(shared_course, "milestone", "cnn", "--dataset", "cifar")
     assert run.code == 2 and "invalid choice: 'cifar'" in run.stderr
+
+
+def test_a_short_gpt_run_reports_its_losses_and_a_sample_but_is_not_judged(shared_course):
+    run = tito(shared_course, "milestone", "gpt", "--reference", "--steps", "12", timeout=1800)
+    assert run.code == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "vocabulary 84" in run.stdout and "step 12: training loss" in run.stdout
+    assert "sample:\nROMEO:\n" in run.stdout
+    assert "not judged: the milestone is judged after 1500 steps, and this run had 12" in run.stdout
+    assert (shared_course / ".tito" / "milestones" / "gpt.png").read_bytes().startswith(b"\x89PNG")
+    run = tito(shared_course, "milestone", "gpt", "--reference", "--dataset", "mnist")
+    assert run.code != 0 and "the gpt milestone has no --dataset option (it takes --epochs, --seed, --steps)" in \
+        run.stderr

@@ -1,5 +1,6 @@
 """`make demo`: build any missing student notebook and the reference package, grade every stage on
-the reference solutions and on the student notebooks, then run every milestone on the reference.
+the reference solutions and on the student notebooks, then run every milestone on the reference (the GPT's a
+short run, not judged: the judged one takes a quarter of an hour).
 
 Exits non-zero only when a reference stage misses full marks or a milestone misses its target on the
 reference: the student notebooks are expected to lose points until someone fills them in.
@@ -29,8 +30,13 @@ def main() -> int:
     lost = "full marks on every stage" if not short else "points lost on " + ", ".join(short)
     console.info(f"reference solutions: {lost}; "
                  f"student notebooks: full marks on {sum(s == 0 for s in student.values())} of {len(numbers)} stages")
-    missed = [name for name, milestone in MILESTONES.items()
-              if milestone.stage in numbers and tito(["milestone", name, "--reference"]) != 0]
+    missed = []
+    for name, milestone in MILESTONES.items():
+        if milestone.stage in numbers:
+            status = tito(["milestone", name, "--reference", *milestone.demo])
+            # a short run (milestone.demo) is reported but not judged (status 1); 2 is an error in the package
+            if status != 0 and not (milestone.demo and status == 1):
+                missed.append(name)
     if missed:
         console.error(f"the reference missed the target of milestone {', '.join(missed)}")
     return 1 if short or missed else 0

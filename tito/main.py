@@ -60,6 +60,7 @@ def parser() -> argparse.ArgumentParser:
                            help="epochs to train (default: the epochs its target is judged after)")
     milestone.add_argument("--seed", type=int, default=0, help="seed for initialisation and shuffling")
     milestone.add_argument("--dataset", choices=["mnist", "fashion"], help="cnn only: the data (default mnist)")
+    milestone.add_argument("--steps", type=_count, help="gpt only: training steps (the target is judged after 1500)")
 
     mutants = commands.add_parser("mutants", help="measure a hidden suite: grade single-point bugs in the reference")
     mutants.add_argument("stage", metavar="NN", help="the stage whose suite to measure, e.g. 01")
@@ -109,7 +110,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "milestone":
         from tito.commands.milestone import milestone
         return milestone(args.name, reference=args.reference, epochs=args.epochs, seed=args.seed,
-                         dataset=args.dataset)
+                         dataset=args.dataset, steps=args.steps)
     if args.command == "mutants":
         from tito.commands.mutants import mutants
         return mutants(args.stage, count=args.count, jobs=args.jobs, seed=args.seed)

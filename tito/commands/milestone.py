@@ -15,10 +15,10 @@ from tito.project import find_root, stages
 
 
 def milestone(name: str, *, reference: bool = False, epochs: int | None = None, seed: int = 0,
-              dataset: str | None = None) -> int:
+              dataset: str | None = None, steps: int | None = None) -> int:
     root = find_root()
     chosen = MILESTONES[name]
-    extra: dict[str, str | None] = {"dataset": dataset}
+    extra: dict[str, str | int | None] = {"dataset": dataset, "steps": steps}
     for option, value in extra.items():
         if value is not None and option not in chosen.options:
             takes = ", ".join(f"--{known}" for known in ("epochs", "seed", *chosen.options))
