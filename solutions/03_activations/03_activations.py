@@ -267,8 +267,11 @@ assert gradcheck(tanh, leaf(3, 2, scale=2.0))
 #
 # numpy has no `erf` (it is in scipy and in Python's `math`, one number at a time), so it is given
 # below as `_erf`, a private helper on numpy arrays (unlike PyTorch's `torch.erf`, which takes tensors):
-# a classic polynomial approximation (Abramowitz and Stegun 7.1.26), vectorised, accurate to 1.5e-7, computed in float64 and returned in the input's dtype. It clips |x| at 6, where erf is 1 to
-# double precision, so `exp(-x * x)` never sees a huge argument.
+# a classic polynomial approximation (Abramowitz and Stegun 7.1.26), vectorised, accurate to 1.5e-7 in
+# float64. It computes in the input's dtype: in float32 its error grows to 6e-7, a few units in the last
+# place of float32, and it runs more than twice as fast, which matters when a GPT calls it on a million
+# activations per layer and step. It clips |x| at 6, where erf is 1 to double precision, so
+# `exp(-x * x)` never sees a huge argument.
 #
 # Is it stable? For x = 1e4: erf = 1, Φ = 1, gelu = x; φ(1e4) = e^(−5e7) underflows to 0, silently.
 # For x = −1e4: Φ = 0 and gelu = −0. Nothing overflows as long as x² does (float32: |x| < 1.8e19).
@@ -279,14 +282,14 @@ assert gradcheck(tanh, leaf(3, 2, scale=2.0))
 # %%
 #| export
 def _erf(x: np.ndarray) -> np.ndarray:
-    """Error function elementwise (Abramowitz & Stegun 7.1.26, |error| < 1.5e-7); float64 inside,
-    returned in x's floating dtype (float64 for other inputs)."""
+    """Error function elementwise (Abramowitz & Stegun 7.1.26): |error| < 1.5e-7 in float64, < 6e-7 in
+    float32; computed and returned in x's floating dtype (float64 for other inputs)."""
     x = np.asarray(x)
-    a = np.minimum(np.abs(x.astype(np.float64)), 6.0)          # erf(6) = 1 in float64
-    t = 1.0 / (1.0 + 0.3275911 * a)
+    x = x if np.issubdtype(x.dtype, np.floating) else x.astype(np.float64)
+    a = np.minimum(np.abs(x), x.dtype.type(6.0))                # erf(6) = 1 in float64
+    t = 1.0 / (1.0 + x.dtype.type(0.3275911) * a)
     poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-    result = np.sign(x) * (1.0 - poly * np.exp(-a * a))
-    return result.astype(x.dtype if np.issubdtype(x.dtype, np.floating) else np.float64)
+    return np.sign(x) * (1.0 - poly * np.exp(-a * a))
 
 
 _SQRT_HALF = math.sqrt(0.5)                    # 1/√2
@@ -297,6 +300,8 @@ _GELU_CUBIC = 0.044715                         # the x³ coefficient of the tanh
 # %%
 x = np.linspace(-5, 5, 2001)
 assert np.max(np.abs(_erf(x) - np.vectorize(math.erf)(x))) < 1.5e-7
+x32 = np.linspace(-6, 6, 20001, dtype=np.float32)
+assert np.max(np.abs(_erf(x32) - np.vectorize(math.erf)(x32.astype(np.float64)))) < 6e-7
 assert _erf(np.float32(0.5)).dtype == np.float32 and _erf(np.array([1e4, -1e4])).tolist() == [1.0, -1.0]
 
 # %% [markdown]
