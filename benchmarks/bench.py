@@ -1,8 +1,8 @@
 """Speed against PyTorch on the CPU, one thread each, measured as ratios in one run.
 
-    PYTHONPATH=build/reference .venv/bin/python benchmarks/bench.py [--only tiny,mlp,cnn]   # or: make bench
+    PYTHONPATH=build/reference .venv/bin/python benchmarks/bench.py [--only tiny,mlp,cnn,gpt,bpe]   # or: make bench
 
-Three workloads, each run with identical inputs in both frameworks:
+Four workloads run with identical inputs in both frameworks:
 
 - `tiny`: a chain of about 300 small ops on 16-element tensors (elementwise with tensors and Python numbers,
   broadcasting, reductions with and without an axis, reshape, transpose, indexing, a small matmul) and
@@ -21,6 +21,13 @@ Three workloads, each run with identical inputs in both frameworks:
   that builds the model, resets the kernel's peak resident set (Linux: `/proc/self/clear_refs`), runs three
   steps and reports how far the peak (`VmHWM`) rose above the resident set before them (the same method for
   both: PyTorch's CPU allocations are invisible to tracemalloc).
+
+and one has no PyTorch equivalent (PyTorch has no tokenizer):
+
+- `bpe`: training the byte-level BPE tokenizer of 10 on the first megabyte of the shipped Shakespeare to 512
+  tokens, in seconds (the median of a few runs), and as a ratio to one full count of the pairs of the same
+  distinct chunks in plain Python: what keeping the pair counts up to date buys (recounting for every merge
+  would cost about 256 such counts). Encoding the second megabyte is reported beside it.
 
 The frameworks take turns in rounds (a block of ours, a block of PyTorch's, ...) so that a change of load
 on a shared machine hits both; a round's ratio is the ratio of the two medians in it, and the report gives
@@ -42,6 +49,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 TARGETS = {"tiny": 1.3, "mlp": 0.75, "cnn": 2.0, "gpt": 1.1}  # at most this many times PyTorch's time
+WORKLOADS = [*TARGETS, "bpe"]  # bpe: seconds, and the ratio to one pair count (no PyTorch equivalent)
 GPT_MEMORY_TARGET = 1.5  # peak memory of a GPT step, at most this many times PyTorch's
 GPT_CONFIG = {"vocab_size": 65, "block_size": 64, "n_layer": 4, "n_head": 4, "n_embd": 128}
 
@@ -320,22 +328,69 @@ def report(name: str, what: str, mine: list[float], other: list[float]) -> float
     return ratio
 
 
+def timed(run: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
+
+
+def bpe_workload(rounds: int) -> None:
+    """Train the BPE tokenizer on the first megabyte of Shakespeare to 512 tokens, `rounds` times; report the
+    median time and its ratio to one full pair count of the same distinct chunks, and the encoding speed."""
+    from collections import Counter
+
+    import tinytorch as tt
+    from tinytorch.core.tokenization import _chunks
+
+    text = tt.datasets.shakespeare(root=Path(__file__).resolve().parents[1] / "datasets")
+    train, held_out = text[:1_000_000], text[1_000_000:2_000_000]
+    frequencies = Counter(_chunks(train))
+    words, counts = [list(chunk.encode("utf-8")) for chunk in frequencies], list(frequencies.values())
+
+    def pair_count() -> None:
+        found: dict = {}
+        for word, count in zip(words, counts):
+            for pair in zip(word, word[1:]):
+                found[pair] = found.get(pair, 0) + count
+
+    seconds, yardstick = [], []
+    for _ in range(rounds):
+        yardstick += [timed(pair_count) for _ in range(3)]
+        start = time.perf_counter()
+        tokenizer = tt.text.BPETokenizer.train(train, 512)
+        seconds.append(time.perf_counter() - start)
+    start = time.perf_counter()
+    ids = tokenizer.encode(held_out)
+    encoding = time.perf_counter() - start
+    median, count = statistics.median(seconds), statistics.median(yardstick)
+    print(f"bpe   BPE training on 1 MB of Shakespeare to 512 tokens: {median:.2f} s (runs {min(seconds):.2f}-"
+          f"{max(seconds):.2f}), {median / count:.0f}x one pair count of its {len(words):,} distinct chunks "
+          f"({count * 1e3:.0f} ms); encoding the next 1 MB: {encoding:.2f} s, {len(held_out) / len(ids):.2f} "
+          f"characters per token")
+
+
 def main(argv: list[str] | None = None) -> int:
     options = argparse.ArgumentParser(description="tinytorch against PyTorch on the CPU, one thread each")
-    options.add_argument("--only", default="tiny,mlp,cnn,gpt", help="comma-separated workloads: tiny, mlp, cnn, gpt")
+    options.add_argument("--only", default=",".join(WORKLOADS),
+                         help=f"comma-separated workloads: {', '.join(WORKLOADS)}")
     options.add_argument("--rounds", type=int, default=7)
     args = options.parse_args(argv)
     chosen = [name.strip() for name in args.only.split(",") if name.strip()]
-    unknown = [name for name in chosen if name not in TARGETS]
+    unknown = [name for name in chosen if name not in WORKLOADS]
     if unknown:
-        print(f"unknown workload {unknown[0]!r}: choose from {', '.join(TARGETS)}", file=sys.stderr)
+        print(f"unknown workload {unknown[0]!r}: choose from {', '.join(WORKLOADS)}", file=sys.stderr)
         return 2
+    import tinytorch as tt
+
+    if chosen == ["bpe"]:  # the one workload without PyTorch
+        print(f"tinytorch from {Path(tt.__file__).parent}, numpy {np.__version__}; {min(args.rounds, 5)} rounds")
+        bpe_workload(min(args.rounds, 5))
+        return 0
     try:
         import torch
     except ImportError:
         print("PyTorch is not installed: `.venv/bin/pip install -e '.[bench]'` (or `make bench`)", file=sys.stderr)
         return 2
-    import tinytorch as tt
 
     torch.set_num_threads(1)
     with threadpool_limits(1):
@@ -365,6 +420,8 @@ def main(argv: list[str] | None = None) -> int:
             verdict = "within" if ratio <= GPT_MEMORY_TARGET else "OVER"
             print(f"      peak memory of a step: tinytorch {ours:.1f} MiB, PyTorch {theirs:.1f} MiB; ratio "
                   f"{ratio:.2f}x, target <= {GPT_MEMORY_TARGET:.2f}x: {verdict}")
+        if "bpe" in chosen:
+            bpe_workload(min(args.rounds, 5))
     return 0
 
 

@@ -109,16 +109,16 @@ def test_the_reference_package_exposes_pytorchs_names_and_nothing_by_accident(tm
     probe = ("import tinytorch as tt\n"
              "print(sorted(n for n in dir(tt) if not n.startswith('__')))\n"
              "print(sorted(n for n in dir(tt.training) if not n.startswith('__')))\n"
-             "for space in (tt.utils, tt.utils.data, tt.transforms, tt.datasets):\n"
+             "for space in (tt.utils, tt.utils.data, tt.transforms, tt.datasets, tt.text):\n"
              "    print(sorted(n for n in dir(space) if not n.startswith('__')))\n"
              "from tinytorch.core.tensor import matmul_kernel\n"  # the files stay importable by their paths
              "print(type(tt.as_tensor([1.0])).__name__, tt.as_tensor(tt.ones(2)) is not None)")
     run = subprocess.run([sys.executable, "-c", probe], env={"PYTHONPATH": str(root / "build" / "reference")},
                          capture_output=True, text=True)
-    top, training, utils, data, transforms, datasets, last = run.stdout.splitlines()
+    top, training, utils, data, transforms, datasets, text, last = run.stdout.splitlines()
     assert eval(top) == ["Tensor", "arange", "as_tensor", "autograd", "datasets", "is_grad_enabled", "manual_seed",
-                         "models", "nn", "no_grad", "ones", "optim", "randn", "training", "transforms", "utils",
-                         "zeros"], run.stderr
+                         "models", "nn", "no_grad", "ones", "optim", "randn", "text", "training", "transforms",
+                         "utils", "zeros"], run.stderr
     assert eval(training) == ["ProgressBar", "accuracy", "batches", "evaluate", "fit", "load_checkpoint",
                               "save_checkpoint", "train_epoch"]
     assert eval(utils) == ["data"]
@@ -126,4 +126,5 @@ def test_the_reference_package_exposes_pytorchs_names_and_nothing_by_accident(tm
                           "TensorDataset", "default_collate"]
     assert eval(transforms) == ["Compose", "Normalize", "RandomCrop", "RandomHorizontalFlip"]
     assert eval(datasets) == ["Digits", "FashionMNIST", "MNIST", "shakespeare"]
+    assert eval(text) == ["BPETokenizer", "CharTokenizer"]
     assert last == "Tensor True"
