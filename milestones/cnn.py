@@ -21,11 +21,10 @@ import argparse
 import statistics
 import sys
 import time
-import traceback
 from pathlib import Path
 
 import numpy as np
-from judging import judge
+from judging import judge, stopped
 from threadpoolctl import threadpool_limits
 
 import tinytorch as tt
@@ -140,14 +139,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{BATCH}, {epochs} epochs, seed {args.seed}; BLAS on one thread (threadpoolctl)")
             with threadpool_limits(limits=1):
                 history = train(net, train_loader, test_loader, epochs, log)
-        except NotImplementedError as error:
-            print(f"\nThe milestone stopped at a stub: {error}. Finish that task (`tito test NN` shows what is "
-                  "left), then run the milestone again.", file=sys.stderr)
-            return 1
-        except Exception:
-            traceback.print_exc()
-            print("\nThe milestone stopped on an error in the package (above).", file=sys.stderr)
-            return 2
+        except Exception as error:
+            return stopped(error)
 
         accuracy, seconds = history["test_accuracy"][-1], statistics.median(history["seconds"])
         plot(plot_path, history, f"CNN on {name}, seed {args.seed}")

@@ -22,11 +22,10 @@ import argparse
 import statistics
 import sys
 import time
-import traceback
 from pathlib import Path
 
 import numpy as np
-from judging import judge
+from judging import judge, stopped
 from threadpoolctl import threadpool_limits
 
 import tinytorch as tt
@@ -135,14 +134,8 @@ def main(argv: list[str] | None = None) -> int:
                     tt.manual_seed(args.seed)
                     sample = model.generate(prompt, 400, temperature=0.8).numpy()[0]
             log("sample:\n" + "".join(chars[i] for i in sample))
-        except NotImplementedError as error:
-            print(f"\nThe milestone stopped at a stub: {error}. Finish that task (`tito test NN` shows what is "
-                  "left), then run the milestone again.", file=sys.stderr)
-            return 1
-        except Exception:
-            traceback.print_exc()
-            print("\nThe milestone stopped on an error in the package (above).", file=sys.stderr)
-            return 2
+        except Exception as error:
+            return stopped(error)
 
         plot(plot_path, history)
         log(f"curves saved to {plot_path}, this log to {log_path}")

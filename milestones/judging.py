@@ -3,7 +3,21 @@ set for; 0 when the target is reached, 1 otherwise."""
 
 from __future__ import annotations
 
+import sys
+import traceback
 from collections.abc import Callable
+
+
+def stopped(error: Exception) -> int:
+    """The run stopped on `error` from the package: 1 at a stub (the task to finish is named), else the
+    traceback and 2."""
+    if isinstance(error, NotImplementedError):
+        print(f"\nThe milestone stopped at a stub: {error}. Finish that task (`tito test NN` shows what is left), "
+              "then run the milestone again.", file=sys.stderr)
+        return 1
+    traceback.print_exception(error)
+    print("\nThe milestone stopped on an error in the package (above).", file=sys.stderr)
+    return 2
 
 
 def judge(log: Callable[[str], None], *, result: float, ran: int, judged: int, unit: str, target: float,

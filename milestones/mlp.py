@@ -16,10 +16,9 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import traceback
 
 import numpy as np
-from judging import judge
+from judging import judge, stopped
 from threadpoolctl import threadpool_limits
 
 import tinytorch as tt
@@ -69,14 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         with threadpool_limits(limits=1):
             history = tt.training.fit(net, tt.nn.CrossEntropyLoss(), tt.optim.Adam(net.parameters(), lr=1e-3),
                                       train, test, epochs=args.epochs, batch_size=128)
-    except NotImplementedError as error:
-        print(f"\nThe milestone stopped at a stub: {error}. Finish that task (`tito test NN` shows what is "
-              "left), then run the milestone again.", file=sys.stderr)
-        return 1
-    except Exception:
-        traceback.print_exc()
-        print("\nThe milestone stopped on an error in the package (above).", file=sys.stderr)
-        return 2
+    except Exception as error:
+        return stopped(error)
 
     accuracy = history["test_accuracy"][-1]
     seconds = statistics.median(history["seconds"])
