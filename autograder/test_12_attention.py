@@ -108,8 +108,8 @@ def _np_mha(weights, query, key, value, E, H, bias=None):
     """(output, per-head weights (B, H, L, S)) of multi-head attention with the given parameters, head by head."""
     D = E // H
     w, b = np.asarray(weights["in_proj_weight"], np.float64), np.asarray(weights["in_proj_bias"], np.float64)
-    q, k, v = (np.einsum("bte,fe->btf", x, w[i * E:(i + 1) * E]) + b[i * E:(i + 1) * E]
-               for i, x in enumerate((query, key, value)))
+    rows = [slice(part * E, (part + 1) * E) for part in range(3)]  # the rows of q, k and v in in_proj
+    q, k, v = (np.einsum("bte,fe->btf", x, w[r]) + b[r] for r, x in zip(rows, (query, key, value)))
     outs, probs = [], []
     for h in range(H):
         cut = slice(h * D, (h + 1) * D)
