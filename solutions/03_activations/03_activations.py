@@ -265,15 +265,26 @@ assert gradcheck(tanh, leaf(3, 2, scale=2.0))
 #
 #     gelu′(x) = Φ(x) + x · φ(x),        φ(x) = e^(−x²/2) / √(2π)
 #
-# numpy has no `erf` (it is in scipy and in Python's `math`, one number at a time), so it is given
-# below as `_erf`, a private helper on numpy arrays (unlike PyTorch's `torch.erf`, which takes tensors):
-# a classic polynomial approximation (Abramowitz and Stegun 7.1.26), vectorised, accurate to 1.5e-7 in
-# float64. It computes in the input's dtype: in float32 its error grows to 6e-7, a few units in the last
-# place of float32, and it runs more than twice as fast, which matters when a GPT calls it on a million
-# activations per layer and step. It clips |x| at 6, where erf is 1 to double precision, so
-# `exp(-x * x)` never sees a huge argument.
+# numpy has no `erf` (it is in scipy and in Python's `math`, one number at a time), so Φ and φ are given
+# below as `_normal_cdf_pdf(x)`, a private helper on numpy arrays. Φ comes from a classic polynomial
+# approximation (Abramowitz and Stegun 7.1.26), accurate to 1e-7 in float64 and 3e-7 in float32, a few
+# units in the last place of float32. It computes in the input's dtype, and it is written for speed,
+# because a GPT calls it on a million activations per layer and step:
 #
-# Is it stable? For x = 1e4: erf = 1, Φ = 1, gelu = x; φ(1e4) = e^(−5e7) underflows to 0, silently.
+# - Φ and φ share their exponential: the approximation's tail is ½ erfc(|x|/√2) = poly(t) · e^(−x²/2),
+#   and e^(−x²/2) is φ up to the constant 1/√(2π), folded into the polynomial's coefficients.
+# - It works through x in blocks of 32,768 numbers, every step in place (`out=`, `*=`) on a few small
+#   buffers, so each of its twenty-odd steps finds its data in the processor's cache instead of
+#   streaming a fresh 4 MB array through memory: about twice as fast on a GPT's activations as the
+#   same steps on whole arrays.
+# - Signs without branches: Φ(x) = ½ + sign(x) (½ − tail), never `np.where` or a boolean mask, which
+#   numpy runs far slower than arithmetic.
+#
+# You call it once in forward. Backward needs gelu′(x) = Φ(x) + x φ(x), built from the same Φ and φ,
+# so forward computes that slope too and saves it instead of x: backward is then a single product, and
+# no second pass through the approximation is needed.
+#
+# Is it stable? For x = 1e4: Φ = 1, gelu = x; φ(1e4) = e^(−5e7) underflows to 0, silently.
 # For x = −1e4: Φ = 0 and gelu = −0. Nothing overflows as long as x² does (float32: |x| < 1.8e19).
 #
 # The constants are Python floats, so they keep float32 float32 (`math.sqrt`, not `np.sqrt`, which
@@ -281,28 +292,56 @@ assert gradcheck(tanh, leaf(3, 2, scale=2.0))
 
 # %%
 #| export
-def _erf(x: np.ndarray) -> np.ndarray:
-    """Error function elementwise (Abramowitz & Stegun 7.1.26): |error| < 1.5e-7 in float64, < 6e-7 in
-    float32; computed and returned in x's floating dtype (float64 for other inputs)."""
+_BLOCK = 1 << 15                                 # numbers per block of _normal_cdf_pdf: a few buffers fit in cache
+_SQRT_HALF = math.sqrt(0.5)                      # 1/√2
+_LOG_INV_SQRT_2PI = -0.5 * math.log(2 * math.pi)  # log φ(0) = log(1/√(2π))
+_AS_P = 0.3275911                                # Abramowitz & Stegun 7.1.26: erfc(a) = poly(t) e^(−a²), t = 1/(1 + p a)
+_AS_POLY = [c * 0.5 * math.sqrt(2 * math.pi)     # ... its coefficients times ½√(2π): then tail = poly(t) φ(x)
+            for c in (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)]
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)        # √(2/π), in the tanh approximation
+_GELU_CUBIC = 0.044715                           # the x³ coefficient of the tanh approximation
+
+
+def _normal_cdf_pdf(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Φ(x) and φ(x), the standard normal distribution function and density, elementwise in x's floating dtype
+    (float64 for other inputs); |error of Φ| < 1e-7 in float64, < 3e-7 in float32."""
     x = np.asarray(x)
     x = x if np.issubdtype(x.dtype, np.floating) else x.astype(np.float64)
-    a = np.minimum(np.abs(x), x.dtype.type(6.0))                # erf(6) = 1 in float64
-    t = 1.0 / (1.0 + x.dtype.type(0.3275911) * a)
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-    return np.sign(x) * (1.0 - poly * np.exp(-a * a))
-
-
-_SQRT_HALF = math.sqrt(0.5)                    # 1/√2
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)  # φ(0) = 1/√(2π)
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)      # √(2/π), in the tanh approximation
-_GELU_CUBIC = 0.044715                         # the x³ coefficient of the tanh approximation
+    flat = x.reshape(-1)
+    cdf, pdf = np.empty_like(flat), np.empty_like(flat)
+    number = flat.dtype.type                                  # constants in x's dtype
+    tail_buffer, t_buffer = np.empty(min(flat.size, _BLOCK), flat.dtype), np.empty(min(flat.size, _BLOCK), flat.dtype)
+    for start in range(0, flat.size, _BLOCK):
+        end = min(start + _BLOCK, flat.size)
+        xs, c, p = flat[start:end], cdf[start:end], pdf[start:end]
+        tail, t = tail_buffer[: end - start], t_buffer[: end - start]
+        np.multiply(xs, xs, out=p)                            # φ(x) = exp(−x²/2 + log(1/√(2π)))
+        p *= number(-0.5)
+        p += number(_LOG_INV_SQRT_2PI)
+        np.exp(p, out=p)
+        np.abs(xs, out=tail)                                  # t = 1 / (1 + p |x|/√2)
+        tail *= number(_AS_P * _SQRT_HALF)
+        tail += number(1.0)
+        np.reciprocal(tail, out=t)
+        np.multiply(t, number(_AS_POLY[4]), out=tail)         # tail = ½ erfc(|x|/√2) = poly(t) φ(x), by Horner
+        for coefficient in _AS_POLY[3::-1]:
+            tail += number(coefficient)
+            tail *= t
+        tail *= p
+        np.sign(xs, out=t)                                    # Φ(x) = ½ + sign(x) (½ − tail)
+        np.subtract(number(0.5), tail, out=c)
+        c *= t
+        c += number(0.5)
+    return cdf.reshape(x.shape), pdf.reshape(x.shape)
 
 # %%
-x = np.linspace(-5, 5, 2001)
-assert np.max(np.abs(_erf(x) - np.vectorize(math.erf)(x))) < 1.5e-7
-x32 = np.linspace(-6, 6, 20001, dtype=np.float32)
-assert np.max(np.abs(_erf(x32) - np.vectorize(math.erf)(x32.astype(np.float64)))) < 6e-7
-assert _erf(np.float32(0.5)).dtype == np.float32 and _erf(np.array([1e4, -1e4])).tolist() == [1.0, -1.0]
+x = np.linspace(-8, 8, 4001)
+exact_cdf = 0.5 * (1 + np.vectorize(math.erf)(x * _SQRT_HALF))
+cdf, pdf = _normal_cdf_pdf(x)
+assert np.max(np.abs(cdf - exact_cdf)) < 1e-7 and np.allclose(pdf, np.exp(-x * x / 2) / math.sqrt(2 * math.pi))
+x32 = np.concatenate([np.linspace(-8, 8, 100001, dtype=np.float32), np.zeros(_BLOCK, np.float32)])  # 4 blocks
+assert np.max(np.abs(_normal_cdf_pdf(x32)[0] - 0.5 * (1 + np.vectorize(math.erf)(x32.astype(np.float64) * _SQRT_HALF)))) < 3e-7
+assert _normal_cdf_pdf(np.float32(0.5))[0].dtype == np.float32 and _normal_cdf_pdf(np.array([1e4, -1e4]))[0].tolist() == [1.0, 0.0]
 
 # %% [markdown]
 # ### The tanh approximation
@@ -331,13 +370,17 @@ class _GELU(Function):
 
     @staticmethod
     def forward(ctx, x, approximate="none"):
-        ctx.save_for_backward(x)
         ctx.approximate = approximate
         if approximate == "none":
+            cdf, pdf = _normal_cdf_pdf(x)                       # Φ(x), φ(x)
             ### BEGIN SOLUTION 03.4 gelu
-            return x * (0.5 * (1 + _erf(x * _SQRT_HALF)))
+            slope = cdf + x * pdf                               # gelu′(x)
+            out = x * cdf
             ### END SOLUTION
+            ctx.save_for_backward(slope)                        # backward multiplies by it
+            return out
         # approximate is 'tanh' here, or a mistake: a ValueError naming the allowed values
+        ctx.save_for_backward(x)
         ### BEGIN SOLUTION 03.5 gelu tanh approximation
         if approximate != "tanh":
             raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
@@ -346,13 +389,12 @@ class _GELU(Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        (x,) = ctx.saved_tensors
         if ctx.approximate == "none":
+            (slope,) = ctx.saved_tensors                        # gelu′(x), saved by forward
             ### BEGIN SOLUTION 03.4 gelu
-            cdf = 0.5 * (1 + _erf(x * _SQRT_HALF))              # Φ(x)
-            pdf = np.exp(-0.5 * x * x) * _INV_SQRT_2PI          # φ(x)
-            return (grad_output * (cdf + x * pdf),)
+            return (grad_output * slope,)
             ### END SOLUTION
+        (x,) = ctx.saved_tensors
         ### BEGIN SOLUTION 03.5 gelu tanh approximation
         t = np.tanh(_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x ** 3))
         du_dx = _SQRT_2_OVER_PI * (1 + 3 * _GELU_CUBIC * x * x)
