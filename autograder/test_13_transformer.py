@@ -739,8 +739,8 @@ def sample_keeps_only_the_top_k(tt, case):
     large = np.concatenate([sample(logits + 800.0, 1.0, None, generator) for _ in range(2000)])
     return {"counts": np.bincount(np.asarray(draws, np.int64), minlength=4),
             "large": np.bincount(np.asarray(large, np.int64), minlength=4),
-            "errors": [capture_error(lambda: sample(logits, -1.0, None, generator))["raised"],
-                       capture_error(lambda: sample(logits, 1.0, 0, generator))["raised"]]}
+            "errors": [capture_error(lambda: sample(logits, -1.0, None, generator)),
+                       capture_error(lambda: sample(logits, 1.0, 0, generator))]}
 
 
 @sample_keeps_only_the_top_k.verdict
@@ -754,8 +754,12 @@ def _(case, output):
     if large.shape != (4,) or np.abs(large - [0.1, 0.2, 0.3, 0.4]).max() > 0.05:
         raise CheckFailed(f"_sample for logits log([0.1, 0.2, 0.3, 0.4]) + 800: drawn with frequencies {large}, "
                           f"expected about [0.1, 0.2, 0.3, 0.4] (a stable softmax: subtract the row's maximum)")
-    if output["errors"] != ["ValueError", "ValueError"]:
-        raise CheckFailed(f"_sample: temperature=-1 and top_k=0 must raise ValueError, got {output['errors']}")
+    raised = [error["raised"] for error in output["errors"]]
+    if raised != ["ValueError", "ValueError"]:
+        raise CheckFailed(f"_sample: temperature=-1 and top_k=0 must raise ValueError, got {raised}")
+    for error, name in zip(output["errors"], ("temperature", "top_k")):
+        if name not in error["message"]:
+            raise CheckFailed(f"_sample: the ValueError for a wrong {name} must name {name}, got: {error['message']}")
 
 
 # ---------------------------------------------------------------------------------------------------
