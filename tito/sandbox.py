@@ -6,7 +6,8 @@
   binds of /usr, the interpreter and the virtual environment, the job's runner files and the package
   under test; a fresh /proc, a minimal /dev, a private size-limited /tmp; new PID, network, IPC, UTS and
   (for a non-root grader) user namespaces; no capabilities; a new session; killed with its parent. Under
-  root the code runs as a user id of its own per slot, so the process limit counts only its processes.
+  root the code runs as a user id of its own per slot, held by no other process on the machine, so the
+  process limit counts only its processes.
 - "none" (`tito grade --unsafe-no-sandbox`): the process box, stated in every report.
 
 The runner reports on a pipe that the parent reads with a size cap, so nothing in the box writes to a
@@ -20,9 +21,11 @@ import resource
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +33,7 @@ from functools import lru_cache
 from pathlib import Path
 
 SANDBOX_UID_BASE = 61000
+SANDBOX_UIDS = 1000  # the boxes' user ids: SANDBOX_UID_BASE up to SANDBOX_UID_BASE + SANDBOX_UIDS - 1
 INSIDE = Path("/job")  # where the job folder appears inside the bubblewrap box
 
 
@@ -107,11 +111,44 @@ def _new_session() -> None:
     os.setsid()
 
 
+_CLAIMS: dict[int, tuple[int, socket.socket]] = {}  # slot -> (user id, the socket that holds it)
+_CLAIMING = threading.Lock()
+
+
+def box_uid(slot: int) -> int:
+    """The user id of this process's boxes of `slot` under root: SANDBOX_UID_BASE + slot, or the next one
+    that no other process on the machine holds. RLIMIT_NPROC counts a user's processes machine-wide, so a
+    box that forks to its limit would keep the boxes of another grading run (nbgrader's judge beside `tito
+    grade`, say) from starting if they shared its user. A user id is held by binding an abstract Unix
+    socket named after it, released when this process ends (the boxes have a network namespace of their
+    own, so they cannot hold one)."""
+    if os.geteuid() != 0:  # a user namespace of the grader's own: no user id is dropped to
+        return SANDBOX_UID_BASE + slot
+    with _CLAIMING:
+        if slot not in _CLAIMS:
+            mine = {uid for uid, _ in _CLAIMS.values()}
+            for uid in range(SANDBOX_UID_BASE + slot, SANDBOX_UID_BASE + SANDBOX_UIDS):
+                if uid in mine:
+                    continue
+                claim = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+                try:
+                    claim.bind(f"\0tito-box-user-{uid}")
+                except OSError:  # another process boxes as this user now
+                    claim.close()
+                    continue
+                _CLAIMS[slot] = (uid, claim)
+                break
+            else:
+                raise OSError(f"every box user id from {SANDBOX_UID_BASE + slot} to "
+                              f"{SANDBOX_UID_BASE + SANDBOX_UIDS - 1} is held by another process")
+        return _CLAIMS[slot][0]
+
+
 def bwrap_prefix(slot: int, limits: Limits, mode: str | None = None) -> list[str]:
     """The command up to the program to run in the box, whose user owns nothing outside and whose
-    processes alone count against RLIMIT_NPROC (see `_box_mode`)."""
+    processes alone count against RLIMIT_NPROC (see `_box_mode` and `box_uid`)."""
     mode = mode or _box_mode()
-    uid = SANDBOX_UID_BASE + slot
+    uid = box_uid(slot)
     drop = ["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
     command = [*(drop if mode == "drop" else []), "bwrap", "--die-with-parent", "--new-session",
                "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",

@@ -35,7 +35,7 @@ from tito.project import STAGE_DIR
 CHANNELS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
 HOME = Path("/home/student")
 KERNEL = Path("/kernel")
-SLOT = 100  # the box's user id is sandbox.SANDBOX_UID_BASE + SLOT, apart from the judge's runners
+SLOT = 100  # the box's user id is sandbox.box_uid(SLOT), apart from the judge's runners
 LIMITS = sandbox.Limits(memory_bytes=4 << 30, wall_seconds=3600.0, processes=128)
 
 
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                      "`sudo apt install bubblewrap`), or autograde with another kernel at your own risk")
     work = Path.cwd()
     stage = work.name if STAGE_DIR.match(work.name) else "work"
-    uid = sandbox.SANDBOX_UID_BASE + SLOT if os.geteuid() == 0 else os.getuid()
+    uid = sandbox.box_uid(SLOT) if os.geteuid() == 0 else os.getuid()
     _sweep()
     box = Path(tempfile.mkdtemp(prefix=f"tito-kernel-{os.getpid()}-"))
     # a relative ip is relative to the client's folder (nbgrader's), not to this one (the notebook's)
