@@ -187,15 +187,21 @@ def source_notebook(stage: Stage) -> nbformat.NotebookNode:
 
 
 def install_kernel() -> None:
-    """The kernelspec autograde uses: an ipykernel in a bubblewrap sandbox (tito.sandboxed_kernel)."""
-    from jupyter_client.kernelspec import KernelSpecManager
-
-    spec = {"argv": [sys.executable, "-m", "tito.sandboxed_kernel", "-f", "{connection_file}"],
-            "display_name": "TinyTorch autograde (sandboxed)", "language": "python",
-            "interrupt_mode": "message"}
-    with tempfile.TemporaryDirectory() as folder:
-        (Path(folder) / "kernel.json").write_text(json.dumps(spec, indent=1), encoding="utf-8")
-        KernelSpecManager().install_kernel_spec(folder, KERNEL_NAME, prefix=sys.prefix)
+    """The kernelspec autograde uses: an ipykernel in a bubblewrap sandbox (tito.sandboxed_kernel), in this
+    environment's share/jupyter/kernels. Written only when it differs, and then by renaming a whole file
+    into place: an autograde running meanwhile never finds it missing or half written."""
+    spec = json.dumps({"argv": [sys.executable, "-m", "tito.sandboxed_kernel", "-f", "{connection_file}"],
+                       "display_name": "TinyTorch autograde (sandboxed)", "language": "python",
+                       "interrupt_mode": "message"}, indent=1)
+    folder = Path(sys.prefix) / "share" / "jupyter" / "kernels" / KERNEL_NAME
+    target = folder / "kernel.json"
+    if target.is_file() and target.read_text(encoding="utf-8", errors="replace") == spec:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=folder, prefix=".kernel-", delete=False) as stream:
+        stream.write(spec)
+    os.chmod(stream.name, 0o644)
+    os.replace(stream.name, target)
 
 
 # Who may see what on a shared server: the course folder can be crossed but not listed, so students reach
