@@ -531,6 +531,8 @@ def vectorised_like_numpy(tt, case):
     numpy_best = min(seconds_of(lambda: theirs(a, b)) for _ in range(9))
     value = ours(tt, a, b).numpy()  # an untouched stub raises here
     first = seconds_of(lambda: ours(tt, a, b))
+    if first > 10 * SPEED_LIMIT * numpy_best:  # a loop, or a pause for another process (the op takes microseconds,
+        first = min(first, seconds_of(lambda: ours(tt, a, b)))  # a pause milliseconds on a busy machine): once more
     if first > 10 * SPEED_LIMIT * numpy_best:  # a loop over elements: no need to wait for more of it
         return {"value": value, "ratio": first / numpy_best}
     return {"value": value, "ratio": min(first, *(seconds_of(lambda: ours(tt, a, b)) for _ in range(8))) / numpy_best}
