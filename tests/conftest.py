@@ -56,3 +56,45 @@ def course(tmp_path: Path) -> Path:
 def shared_course(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One copy for the tests that only read results; never modified after set-up."""
     return copy_course(tmp_path_factory.mktemp("shared") / "course")
+
+
+# ---------------------------------------------------------------------------------------------------
+# `make test` runs the suite on two pytest-xdist workers (-n 2). Each test is a unit of work of its own,
+# handed to whichever worker is free, except the tests of ONE_WORKER: they read what one module-scoped
+# fixture built (the nbgrader course, the hostile class, the two engines' verdicts), so each of these
+# files is one unit, run whole on one worker, and builds it once. Units go out longest first: these
+# files, then the other slow tests, then the quick ones, which even out the end.
+
+ONE_WORKER = ("test_course.py", "test_grade.py", "test_one_engine.py")  # longest first
+
+
+def _one_worker_file(nodeid: str) -> str | None:
+    path = nodeid.split("::", 1)[0]
+    return path if Path(path).name in ONE_WORKER else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not hasattr(config, "workerinput"):  # not an xdist worker: the order of the files
+        return
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        path = _one_worker_file(item.nodeid)
+        if path is not None:
+            return 0, ONE_WORKER.index(Path(path).name)
+        return (1 if item.get_closest_marker("slow") else 2), 0
+
+    items.sort(key=rank)  # stable: within a rank, the order of collection
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """xdist's scheduling by scope, with the scopes above, in the order of the collection. (Not `--dist
+    loadgroup` with xdist_group marks: pytest 9.2 keeps the node id where xdist 3.8 cannot add the group.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class OneWorkerFiles(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _one_worker_file(nodeid) or nodeid
+
+    config.option.loadscopereorder = False  # xdist would put the scopes with the most tests first
+    return OneWorkerFiles(config, log)

@@ -262,8 +262,11 @@ def course(tmp_path_factory):
             nbgrader("release_feedback", name, cwd=course)
     nbgrader("export", cwd=course)
     scores = _exported(course)
-    # the wrong kernel (the instructor's own, unsandboxed) changes no score: the judge decides them
-    nbgrader("autograde", STAGES[0], "--force", "--student", "mallory", "--Execute.kernel_name=python3", cwd=course)
+    # the wrong kernel (the instructor's own, unsandboxed) changes no score: the judge decides them. It runs
+    # the notebook over TCP: the ipc channels' relative paths reach only a kernel started in nbgrader's folder
+    # (the sandboxed kernel links them there), so with ipc this kernel never answered and ran nothing
+    nbgrader("autograde", STAGES[0], "--force", "--student", "mallory", "--Execute.kernel_name=python3",
+             "--KernelManager.transport=tcp", cwd=course)
     nbgrader("export", cwd=course)
     wrong_kernel = _exported(course)
     # an instructor's score set by hand stays; tito grade only compares
@@ -380,6 +383,10 @@ def test_forged_scores_stay_zero_under_any_kernel(course):
     score; the judge writes the graded cells' results, under the sandboxed kernel and the wrong one."""
     assert course.scores[(STAGES[0], "mallory")][0] == 0
     assert course.wrong_kernel[(STAGES[0], "mallory")][0] == 0
+    # the last autograde of her notebook was the wrong kernel's, and her cells did run there
+    notebook = nbformat.read(course.root / "autograded" / "mallory" / STAGES[0] / f"{STAGES[0]}.ipynb", as_version=4)
+    forged = next(cell for cell in notebook.cells if 'os.environ.pop("NBGRADER_EXECUTION", None)' in cell.source)
+    assert "12.0" in "".join(output.get("text", "") for output in forged.outputs)
 
 
 @pytest.mark.parametrize("student", ["frank", "gina", "hank", "ivan"])
