@@ -358,8 +358,9 @@ def _judge_check(plan: Plan, check: Check, report: Report) -> CheckResult:
             check.judge(case, output, expected)
         except checklib.CheckFailed as failure:
             return result(_text(failure, 600), _text(failure.public or f"{what}: the result is wrong", 600))
-        except Exception:  # the output had a form the judge cannot read: the student's result
-            return result(f"{what}: the result does not have the expected form")
+        except Exception as error:  # the output had a form the judge cannot read: the student's result
+            return result(f"{what}: the result does not have the expected form ({type(error).__name__}: "
+                          f"{_text(str(error), 200)})", f"{what}: the result does not have the expected form")
     return result()
 
 
