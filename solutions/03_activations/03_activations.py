@@ -298,6 +298,7 @@ _BLOCK = 1 << 15                                 # numbers per block of _normal_
 _SQRT_HALF = math.sqrt(0.5)                      # 1/√2
 _LOG_INV_SQRT_2PI = -0.5 * math.log(2 * math.pi)  # log φ(0) = log(1/√(2π))
 _AS_P = 0.3275911                                # Abramowitz & Stegun 7.1.26: erfc(a) = poly(t) e^(−a²), t = 1/(1 + p a)
+_AS_C = 1 / (_AS_P * _SQRT_HALF)                 # t = 1/(1 + p |x|/√2) = c/(c + |x|): an add and a divide
 _AS_POLY = [c * 0.5 * math.sqrt(2 * math.pi)     # ... its coefficients times ½√(2π): then tail = poly(t) φ(x)
             for c in (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)]
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)        # √(2/π), in the tanh approximation
@@ -317,14 +318,13 @@ def _normal_cdf_pdf(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         end = min(start + _BLOCK, flat.size)
         xs, c, p = flat[start:end], cdf[start:end], pdf[start:end]
         tail, t = tail_buffer[: end - start], t_buffer[: end - start]
-        np.multiply(xs, xs, out=p)                            # φ(x) = exp(−x²/2 + log(1/√(2π)))
+        np.square(xs, out=p)                                  # φ(x) = exp(−x²/2 + log(1/√(2π)))
         p *= number(-0.5)
         p += number(_LOG_INV_SQRT_2PI)
         np.exp(p, out=p)
-        np.abs(xs, out=tail)                                  # t = 1 / (1 + p |x|/√2)
-        tail *= number(_AS_P * _SQRT_HALF)
-        tail += number(1.0)
-        np.reciprocal(tail, out=t)
+        np.abs(xs, out=t)                                     # t = 1 / (1 + p |x|/√2) = c / (c + |x|)
+        t += number(_AS_C)
+        np.divide(number(_AS_C), t, out=t)
         np.multiply(t, number(_AS_POLY[4]), out=tail)         # tail = ½ erfc(|x|/√2) = poly(t) φ(x), by Horner
         for coefficient in _AS_POLY[3::-1]:
             tail += number(coefficient)
