@@ -20,7 +20,9 @@ Four workloads run with identical inputs in both frameworks:
   Below the ratio it prints the same step written by hand in plain numpy (`numpy_gpt_runner`: float32, the
   exact GELU, fused softmax and LayerNorm backward, matrix products batched over the heads on strided views,
   AdamW over flat arrays, every buffer allocated once), as a ratio to PyTorch's time measured the same way:
-  the floor for a numpy framework.
+  the floor for a numpy framework. Then the matrix products of the step's Linear layers alone
+  (`gpt_products_runner`), numpy's BLAS against PyTorch's at the same shapes, and their share of PyTorch's
+  step: what no numpy framework can do faster than numpy's BLAS.
   Besides the time it reports the peak memory of a step in each framework: each runs in a child process
   that builds the model, resets the kernel's peak resident set (Linux: `/proc/self/clear_refs`), runs three
   steps and reports how far the peak (`VmHWM`) rose above the resident set before them (the same method for
@@ -239,6 +241,26 @@ def gpt_runner(framework: str) -> Callable[[], None]:
         _, loss = model(idx, targets)
         loss.backward()
         optimizer.step()
+    return step
+
+
+def gpt_products_runner(framework: str) -> Callable[[], None]:
+    """The matrix products of the Linear layers in one GPT step (forward x W^T, backward g W and g^T x, for the
+    4 per block and the head, at the step's shapes), in numpy or in PyTorch: the part of the step that a numpy
+    framework hands to BLAS as it is, so that its ratio bounds what any numpy framework can reach."""
+    C, V, rows = GPT_CONFIG["n_embd"], GPT_CONFIG["vocab_size"], 32 * GPT_CONFIG["block_size"]
+    shapes = [(C, 3 * C), (C, C), (C, 4 * C), (4 * C, C)] * GPT_CONFIG["n_layer"] + [(C, V)]
+    rng = np.random.default_rng(0)
+    operands = [tuple(rng.standard_normal(shape, dtype=np.float32) for shape in ((rows, n), (m, n), (rows, m)))
+                for n, m in shapes]
+    if framework == "torch":
+        import torch
+
+        operands = [tuple(torch.from_numpy(a) for a in triple) for triple in operands]
+
+    def step() -> None:
+        for x, weight, grad in operands:
+            x @ weight.T, grad @ weight, grad.T @ x
     return step
 
 
@@ -701,6 +723,12 @@ def main(argv: list[str] | None = None) -> int:
             ratios = [a / b for a, b in zip(by_hand, other)]
             print(f"      the same step in numpy by hand: {statistics.median(ratios):.2f}x PyTorch's time (the floor "
                   f"for a numpy framework)")
+            products, theirs = measure(gpt_products_runner("numpy"), gpt_products_runner("torch"),
+                                       rounds=args.rounds, block=5)
+            ratios = [a / b for a, b in zip(products, theirs)]
+            print(f"      its Linear layers' matrix products alone: numpy {statistics.median(products) * 1e3:.1f} ms, "
+                  f"PyTorch {statistics.median(theirs) * 1e3:.1f} ms, {statistics.median(ratios):.2f}x; they are "
+                  f"{statistics.median(theirs) / statistics.median(other):.0%} of PyTorch's step")
             ours, theirs = gpt_peak_memory("tinytorch"), gpt_peak_memory("torch")
             ratio = ours / max(theirs, 1e-9)
             verdict = "within" if ratio <= GPT_MEMORY_TARGET else "OVER"
