@@ -99,9 +99,6 @@ def test_importing_the_package_keeps_freed_memory_for_the_next_arrays(tmp_path):
 
 
 def test_names_go_to_the_namespace_their_cell_was_exported_to(tmp_path):
-    import subprocess
-    import sys
-
     from tito.package import namespaces, write_package
 
     code = ("#| export\nimport math\n__all__ = ['top', 'relu', 'ReLU', 'StepLR']\ndef top(): return 1\n"
