@@ -9,13 +9,13 @@ turns them into points and one sentence per failure, in this process, against va
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import shutil
 import signal
 import time
-import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +64,10 @@ class StageResult:
 
 def stage_seed(key: str, stage: Stage) -> int:
     """The seed of one stage's cases under a course key (`--seed`, or the course's own): the same key
-    always draws the same cases, so an unchanged submission always gets the same grade."""
-    return zlib.crc32(f"{key}/{stage.name}".encode()) & 0x7FFFFFFF
+    always draws the same cases, so an unchanged submission always gets the same grade. A keyed hash
+    (HMAC-SHA256), so that no seed, nor all of them together, tells the key or another stage's seed."""
+    digest = hmac.new(key.encode(), stage.name.encode(), hashlib.sha256).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -314,7 +316,25 @@ def _import_failure(record: dict | None, exit: sandbox.Exit, limits: sandbox.Lim
 
 
 def judge(plan: Plan, report: Report) -> list[CheckResult]:
-    return [_judge_check(plan, check, report) for check in plan.checks]
+    return guarded(plan.checks, [_judge_check(plan, check, report) for check in plan.checks])
+
+
+def guarded(checks: list[Check], results: list[CheckResult]) -> list[CheckResult]:
+    """A guard check (one that code ignoring its input could pass: an expected error, an unchanged input)
+    keeps its points only when every other check of its task passed, so neither a constant implementation
+    nor a forged report earns it (docs/security.md, invariant 2). A grader fault counts as passed here."""
+    failed: dict[str, str] = {}
+    for check, result in zip(checks, results):
+        if not check.guard and not result.passed:
+            failed.setdefault(check.task, check.name)
+    out = []
+    for check, result in zip(checks, results):
+        if check.guard and result.passed and not result.fault and check.task in failed:
+            why = (f"{check.doc}: counts only together with the other checks of task {check.task}, and "
+                   f"{failed[check.task]} failed")
+            result = replace(result, points=0, passed=False, message=why, public=why)
+        out.append(result)
+    return out
 
 
 def _judge_check(plan: Plan, check: Check, report: Report) -> CheckResult:

@@ -40,6 +40,11 @@ def load_checks(stage: Stage) -> list:
             checks += value.checks
     if not checks:
         raise TitoError(f"{stage.relative(stage.suite)} defines no checks")
+    valued = {check.task for check in checks if not check.guard}
+    alone = sorted({check.task for check in checks if check.guard} - valued)
+    if alone:  # a guard counts only beside its task's checks of values (docs/security.md, invariant 2)
+        raise TitoError(f"{stage.relative(stage.suite)}: task {', '.join(alone)} has only guard checks; "
+                        f"give it a check of values")
     return checks
 
 

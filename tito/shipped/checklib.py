@@ -50,6 +50,9 @@ class Check:
     rtol: float = 1e-5
     atol: float = 1e-6
     dtype: bool = False
+    # a check that code ignoring its input can pass (an expected error, an input left unchanged, zeros): it
+    # earns its points only when every other check of its task passes (docs/security.md, invariant 2)
+    guard: bool = False
     _expected: Callable[[dict], Any] | None = None
     _verdict: Callable[[dict, Any], None] | None = None
 
@@ -109,13 +112,15 @@ def by_variant(*families: tuple[CheckFamily, dict]) -> None:
 
 def check(*, task: str, points: float, inputs: Any = None, variants: dict[str, Any] | None = None,
           describe: Callable[[dict], str] | None = None, examples: int = 25, timeout: float = 30.0,
-          rtol: float = 1e-5, atol: float = 1e-6, dtype: bool = False) -> Callable[[Callable], Any]:
+          rtol: float = 1e-5, atol: float = 1e-6, dtype: bool = False,
+          guard: bool = False) -> Callable[[Callable], Any]:
     """Decorator turning ``compute(tt, case)`` into a graded check worth ``points`` for ``task``; with
-    ``variants`` (a dict of name to strategy of cases), into one check per variant."""
+    ``variants`` (a dict of name to strategy of cases), into one check per variant. ``guard``: a constant
+    implementation could pass it, so it counts only together with its task's other checks."""
     def one(compute: Callable[[Any, dict], Any], name: str, strategy: Any) -> Check:
         return Check(name=name, task=task, points=points, compute=compute, inputs=strategy, describe=describe,
                      examples=examples if strategy is not None else 1, timeout=timeout,
-                     rtol=rtol, atol=atol, dtype=dtype)
+                     rtol=rtol, atol=atol, dtype=dtype, guard=guard)
 
     def make(compute: Callable[[Any, dict], Any]) -> Any:
         if variants is None:
