@@ -9,25 +9,26 @@ Every `expected` is derived independently on the judge's side: the merges by rec
 Counter for every merge (ties to the smallest pair), the chunks with the documented pattern, encoding by
 applying every merge in order, decoding by joining bytes. The private pieces (`_count_pairs`, `_merge`,
 the trainers) are reached through `tinytorch.core.tokenization`, so that points follow the work. Two checks
-time the package in the sandbox, as a ratio to a pure-Python pair count in the same process (never an
-absolute time): training 500 merges must cost at most SPEED_LIMIT pair counts of the same words, and
-encoding a text at most ENCODE_LIMIT pair counts of its bytes. Recounting per merge, or applying every
+are timed by the grader itself, each call on inputs made afresh from a seed it sends, as a ratio to a
+pure-Python pair count of the same inputs in a box without the package, taking turns (never an absolute
+time): training 500 merges must cost at most SPEED_LIMIT times YARD_COUNTS pair counts of the same words,
+and encoding a text at most ENCODE_LIMIT times YARD_COUNTS pair counts of its bytes. Recounting per merge, or applying every
 merge to every chunk, loses those checks' points and only those.
 """
 
 import importlib
+import itertools
 import json
 import os
 import random
 import re
 import tempfile
-import time
 from collections import Counter
 
 import numpy as np
 from hypothesis import strategies as st
 
-from checklib import CheckFailed, capture_error, check
+from checklib import CheckFailed, Timed, capture_error, check
 
 # ---------------------------------------------------------------------------------------------------
 # Running the package (compute side)
@@ -36,14 +37,6 @@ from checklib import CheckFailed, capture_error, check
 def _tokenization(tt):
     """The exported module itself, for the private names the tokenizers call."""
     return importlib.import_module(tt.__name__ + ".core.tokenization")
-
-
-def seconds_of(fn) -> float:
-    """CPU seconds of this thread spent in fn(): less disturbed by the load of the machine than the wall clock.
-    (Not time.process_time: while the box's CPU timer is armed, it counts in ticks of several milliseconds.)"""
-    start = time.thread_time()
-    fn()
-    return time.thread_time() - start
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -416,29 +409,31 @@ fast_training_learns_the_same_merges.expected(_train_expected)
 
 # --- speed: training keeps its counts up to date ----------------------------------------------------
 # _train_bpe learns SPEED_MERGES merges on 6,000 distinct words built of English-like syllables (with
-# Zipf-like frequencies), timed against one pure-Python pair count of the same words, in CPU seconds of
-# the same thread, the two measured in turns (so that a change of load hits both). The reference takes
-# about 25 such counts; a trainer that keeps its counts but finds the best pair by scanning them all (no
-# heap) 70 to 85; one that visits every word for every merge about 200; recounting every pair for every
-# merge about 470.
+# Zipf-like frequencies), made afresh from each call's seed, timed by the grader from request to reply
+# against YARD_COUNTS pure-Python pair counts of the same words (made the same way), taking turns. In
+# pair counts, the reference takes about 25; a trainer that keeps its counts but finds the best pair by
+# scanning them all (no heap) 70 to 85; one that visits every word for every merge about 200; recounting
+# every pair for every merge about 470.
 
 SPEED_MERGES = 500
-SPEED_LIMIT = 150
+YARD_COUNTS = 5  # the yardstick makes the inputs, then counts their pairs this many times
+SPEED_LIMIT = 30  # times the yardstick: about 150 pair counts
 
 
-def _speed_words():
+def _speed_words(seed):
     """6,000 distinct words of one to three syllables (a quarter without a leading space), as UTF-8 bytes,
-    with frequencies falling as 1/rank: the same on both sides."""
-    rnd = random.Random(10)
+    with frequencies falling as 1/rank: the same on both sides for the same seed."""
+    rnd = random.Random(seed)
     onsets = ["", "b", "c", "d", "f", "g", "h", "l", "m", "n", "p", "r", "s", "t", "w", "th", "st", "ch", "sh", "br"]
     vowels = ["a", "e", "i", "o", "u", "ea", "ou", "ee", "ai"]
     codas = ["", "", "n", "r", "s", "t", "ll", "nd", "ng", "ck", "st"]
     syllables = [onset + vowel + coda for onset in onsets for vowel in vowels for coda in codas]
     rnd.shuffle(syllables)
-    weights = [1 / (rank + 1) for rank in range(len(syllables))]
+    weights = list(itertools.accumulate(1 / (rank + 1) for rank in range(len(syllables))))
     words, seen = [], set()
     while len(words) < 6000:
-        word = ("" if rnd.random() < 0.25 else " ") + "".join(rnd.choices(syllables, weights, k=rnd.randint(1, 3)))
+        word = ("" if rnd.random() < 0.25 else " ") + "".join(
+            rnd.choices(syllables, cum_weights=weights, k=rnd.randint(1, 3)))
         if word not in seen:
             seen.add(word)
             words.append(list(word.encode("utf-8")))
@@ -454,38 +449,34 @@ def _pair_count(words, frequencies):
     return counts
 
 
-@check(task="10.7", points=3, examples=1, timeout=60,
-       describe=lambda case: f"_train_bpe(words, frequencies, {SPEED_MERGES}) on 6,000 distinct words: its time "
-                             f"against one pair count of the same words")
-def fast_training_keeps_its_counts_up_to_date(tt, case):
-    """The merges, and the training time over the yardstick's (the best of three each, in turns)."""
-    train = _tokenization(tt)._train_bpe
-    words, frequencies = _speed_words()
-    yards, times, runs = [], [], []
+def training_yardstick(case):
+    """The words of the case, and YARD_COUNTS counts of their pairs."""
+    words, frequencies = _speed_words(case["seed"])
+    return [len(_pair_count(words, frequencies)) for _ in range(YARD_COUNTS)]
 
-    def run():
-        runs.append(train([list(w) for w in words], list(frequencies), SPEED_MERGES))
-    for _ in range(3):
-        yards += [seconds_of(lambda: _pair_count(words, frequencies)) for _ in range(3)]
-        times.append(seconds_of(run))                      # an untouched stub raises here
-        if times[0] > 2 * SPEED_LIMIT * min(yards):        # recounting: no need to wait for more of it
-            break
-    return {"merges": [[int(a), int(b)] for a, b in runs[0]], "ratio": min(times) / min(yards)}
+
+@check(task="10.7", points=3, examples=3, timeout=60,
+       inputs=st.fixed_dictionaries({"seed": st.integers(0, 2**31 - 1)}),
+       timed=Timed(training_yardstick, limit=SPEED_LIMIT,
+                   against=f"making the same words and counting all their pairs {YARD_COUNTS} times",
+                   advice="A merge changes only the pairs around the places it merges: keep the counts, visit only "
+                          "the words that hold the pair (a dict from each pair to the set of words that contain it) "
+                          "and update them there, instead of counting everything again"),
+       describe=lambda case: f"_train_bpe(words, frequencies, {SPEED_MERGES}) on 6,000 distinct words: its merges, "
+                             f"and its time against counting the pairs of the same words")
+def fast_training_keeps_its_counts_up_to_date(tt, case):
+    """The merges, timed by the grader."""
+    words, frequencies = _speed_words(case["seed"])
+    merges = _tokenization(tt)._train_bpe(words, frequencies, SPEED_MERGES)  # an untouched stub raises here
+    return [[int(a), int(b)] for a, b in merges]
 
 
 @fast_training_keeps_its_counts_up_to_date.verdict
 def _(case, output):
     words = f"_train_bpe(words, frequencies, {SPEED_MERGES}) on 6,000 distinct words"
-    merges = output["merges"]
-    first = _judge_train(*_speed_words(), 5)
-    if len(merges) != SPEED_MERGES or merges[:5] != first or len({tuple(m) for m in merges}) != len(merges):
+    first = _judge_train(*_speed_words(case["seed"]), 5)
+    if len(output) != SPEED_MERGES or output[:5] != first or len({tuple(m) for m in output}) != len(output):
         raise CheckFailed(f"{words}: the merges are wrong (speed is judged only on right merges)")
-    if not output["ratio"] <= SPEED_LIMIT:
-        raise CheckFailed(f"{words}: the merges are right, but training took {output['ratio']:.0f} times as long as "
-                          f"one count of all the pairs (at most {SPEED_LIMIT} times is allowed). A merge changes only "
-                          f"the pairs around the places it merges: keep the counts, visit only the words that hold "
-                          f"the pair (a dict from each pair to the set of words that contain it) and update them "
-                          f"there, instead of counting everything again")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -543,28 +534,29 @@ def _(case):
 
 # --- speed: encoding applies the merges by rank -----------------------------------------------------
 # encode on a text of 15,000 words of syllables (most of them distinct, so that a cache cannot hide the
-# cost of a chunk), with the 964 merges that build its ENCODE_SYLLABLES commonest syllables, timed
-# against one pure-Python pair count of the text's bytes, in CPU seconds of the same thread, in turns.
-# The reference takes 10 to 16 such counts; applying every merge to every chunk about 270, with a cache of
-# the chunks about 220 (a first run on a tenth of the text shows it without waiting for the whole).
+# cost of a chunk), with the merges that build its ENCODE_SYLLABLES commonest syllables, made afresh from
+# each call's seed, timed by the grader against making the same text and YARD_COUNTS pure-Python pair
+# counts of its bytes, taking turns. In pair counts, the reference takes 10 to 16; applying every merge to
+# every chunk about 270, with a cache of the chunks about 220.
 
 ENCODE_SYLLABLES = 250
-ENCODE_LIMIT = 50
+ENCODE_LIMIT = 10  # times the yardstick: about 50 pair counts
 ENCODE_CHECKED = 60  # the chunks the judge encodes itself, merge by merge
 
 
-def _encode_fixture():
+def _encode_fixture(seed):
     """(text, merges): 15,000 words of one to three syllables, each with a space in front, and the merges that
     build the ENCODE_SYLLABLES commonest syllables with and without their space (each one's bytes merged from
-    left to right): the same on both sides."""
-    rnd = random.Random(11)
+    left to right): the same on both sides for the same seed."""
+    rnd = random.Random(seed)
     onsets = ["", "b", "c", "d", "f", "g", "h", "l", "m", "n", "p", "r", "s", "t", "w", "th", "st", "ch", "sh", "br"]
     vowels = ["a", "e", "i", "o", "u", "ea", "ou", "ee", "ai"]
     codas = ["", "", "n", "r", "s", "t", "ll", "nd", "ng", "ck", "st"]
     syllables = sorted({onset + vowel + coda for onset in onsets for vowel in vowels for coda in codas})
     rnd.shuffle(syllables)
-    weights = [1 / (rank + 1) for rank in range(len(syllables))]
-    text = "".join(" " + "".join(rnd.choices(syllables, weights, k=rnd.randint(1, 3))) for _ in range(15000))
+    weights = list(itertools.accumulate(1 / (rank + 1) for rank in range(len(syllables))))
+    text = "".join(" " + "".join(rnd.choices(syllables, cum_weights=weights, k=rnd.randint(1, 3)))
+                   for _ in range(15000))
     merges, made = [], {}
     for syllable in [" " + s for s in syllables[:ENCODE_SYLLABLES]] + syllables[:ENCODE_SYLLABLES]:
         token = syllable.encode("utf-8")[0]
@@ -585,40 +577,35 @@ def _text_pairs(text):
     return counts
 
 
-@check(task="10.10", points=2, examples=1, timeout=60,
-       describe=lambda case: "BPETokenizer(merges).encode(a text of 15,000 words, most of them distinct): its time "
-                             "against one count of the text's byte pairs")
+def encoding_yardstick(case):
+    """The text of the case, and YARD_COUNTS counts of its byte pairs."""
+    text, _ = _encode_fixture(case["seed"])
+    return [len(_text_pairs(text)) for _ in range(YARD_COUNTS)]
+
+
+@check(task="10.10", points=2, examples=3, timeout=60,
+       inputs=st.fixed_dictionaries({"seed": st.integers(0, 2**31 - 1)}),
+       timed=Timed(encoding_yardstick, limit=ENCODE_LIMIT,
+                   against=f"making the same text and counting its byte pairs {YARD_COUNTS} times",
+                   advice="Apply the merges by rank: in each chunk, merge the adjacent pair of smallest rank until "
+                          "no pair is a merge, instead of trying every merge on every chunk"),
+       describe=lambda case: "BPETokenizer(merges).encode(a text of 15,000 words, most of them distinct): its ids, "
+                             "and its time against counting the text's byte pairs")
 def bpe_encode_applies_the_merges_by_rank(tt, case):
-    """The ids and how many characters they encode, and the encoding time over the yardstick's (the best of
-    three each, in turns, each run with a new tokenizer: an empty cache)."""
-    text, merges = _encode_fixture()
-    tenth = text[:text.index(" ", len(text) // 10)]
-    yard = min(seconds_of(lambda: _text_pairs(tenth)) for _ in range(3))
-    runs = []
-    first = seconds_of(lambda: runs.append(tt.text.BPETokenizer(merges).encode(tenth)))  # a stub raises here
-    if first > 3 * ENCODE_LIMIT * yard:                   # merge by merge: no need to wait for the whole text
-        return {"ids": np.array(runs[0], dtype=np.int64), "characters": len(tenth), "ratio": first / yard}
-    yards, times = [], []
-    for _ in range(3):
-        yards += [seconds_of(lambda: _text_pairs(text)) for _ in range(3)]
-        times.append(seconds_of(lambda: runs.append(tt.text.BPETokenizer(merges).encode(text))))
-    return {"ids": np.array(runs[-1], dtype=np.int64), "characters": len(text), "ratio": min(times) / min(yards)}
+    """The ids (a new tokenizer each call: an empty cache), timed by the grader."""
+    text, merges = _encode_fixture(case["seed"])
+    return np.array(tt.text.BPETokenizer(merges).encode(text), dtype=np.int64)  # a stub raises here
 
 
 @bpe_encode_applies_the_merges_by_rank.verdict
 def _(case, output):
     words = "BPETokenizer(merges).encode(a text of 15,000 words)"
-    text, merges = _encode_fixture()
+    text, merges = _encode_fixture(case["seed"])
     right = [i for chunk in _JUDGE_CHUNK.findall(text)[:ENCODE_CHECKED] for i in _judge_encode_chunk(chunk, merges)]
-    ids, vocab = output["ids"], _judge_vocab(merges)
+    ids, vocab = np.asarray(output), _judge_vocab(merges)
     if ids.ndim != 1 or ids[:len(right)].tolist() != right or not np.all((ids >= 0) & (ids < len(vocab))) \
-            or b"".join(vocab[i] for i in ids.tolist()) != text[:output["characters"]].encode("utf-8"):
+            or b"".join(vocab[i] for i in ids.tolist()) != text.encode("utf-8"):
         raise CheckFailed(f"{words}: the ids are wrong (speed is judged only on right ids)")
-    if not output["ratio"] <= ENCODE_LIMIT:
-        raise CheckFailed(f"{words}: the ids are right, but encoding took {output['ratio']:.0f} times as long as one "
-                          f"count of the text's byte pairs (at most {ENCODE_LIMIT} times is allowed). Apply the "
-                          f"merges by rank: in each chunk, merge the adjacent pair of smallest rank until no pair is "
-                          f"a merge, instead of trying every merge on every chunk")
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -242,7 +242,8 @@ for fd in map(int, os.listdir("/proc/self/fd")):
 '''
     result = grade(stage, tmp_path, forger)
     assert not outcome(result)["doubles"][0]
-    assert result.score == 0
+    honest = grade(stage, tmp_path / "honest", forger.split("import json, os")[0])
+    assert result.score == honest.score  # the forged records earned nothing: the rest is the honest checks' due
 
 
 def test_a_failed_import_after_a_restart_keeps_the_points_already_earned(stage, tmp_path):

@@ -144,13 +144,15 @@ import os as _os
 
 
 def _report_fd():
-    for _n in _os.listdir("/proc/self/fd"):
-        try:
-            if _os.readlink("/proc/self/fd/" + _n).startswith("pipe:"):
-                return int(_n)
-        except OSError:
-            pass
-    raise RuntimeError("PROBE found no report pipe")
+    import sys as _sys  # the runner's command line: JOB PACKAGE REPORT_FD REQUEST_FD ...
+
+    return int(_sys.argv[3])
+
+
+def _request_fd():
+    import sys as _sys
+
+    return int(_sys.argv[4])
 
 
 def _readable(_path):
@@ -447,36 +449,27 @@ for _line in _lines:
     _os.write(_fd, _line + b"\\n")
 """
 
+# Both take the runner's place at import: they read the grader's requests themselves and answer each.
 FORGES_EVERY_CHECK = """
 import json as _json
-import wire as _wire
 
-_work = _wire.loads(open("/job/work.json").read())
-_lines = ['{"imported": true}']
-for _check in _work["checks"]:
-    _lines.append(_json.dumps({"begin": _check["name"]}))
-    _outcomes = [{"output": {"__dict__": {"passed": True, "score": 68}}} for _ in _check["cases"]]
-    _lines.append(_json.dumps({"check": _check["name"], "outcomes": _outcomes}))
-_lines.append('{"finished": true}')
-_os.write(_report_fd(), ("\\n".join(_lines) + "\\n").encode())
+_os.write(_report_fd(), b'{"imported": true}\\n')
+for _line in _os.fdopen(_request_fd()):
+    _reply = {"n": _json.loads(_line)["n"], "outcome": {"output": {"__dict__": {"passed": True, "score": 68}}}}
+    _os.write(_report_fd(), (_json.dumps(_reply) + "\\n").encode())
 _os._exit(0)
 """
 
 FORGES_UNDECODABLE_OUTPUTS = """
 import json as _json
-import wire as _wire
 
-_work = _wire.loads(open("/job/work.json").read())
 _payloads = [{"__ndarray__": "", "dtype": "<f8", "shape": [2 ** 70]}, {"__dict__": 5}, {"__dict__": ["x"]},
              {"__ndarray__": "", "dtype": "<f8", "shape": [1e300]}, {"__tuple__": {"a": 1}},
              {"__scalar__": {"__dict__": 7}}]
-_lines = ['{"imported": true}']
-for _number, _check in enumerate(_work["checks"]):
-    _payload = _payloads[_number % len(_payloads)]
-    _lines.append(_json.dumps({"begin": _check["name"]}))
-    _lines.append(_json.dumps({"check": _check["name"], "outcomes": [{"output": _payload}] * len(_check["cases"])}))
-_lines.append('{"finished": true}')
-_os.write(_report_fd(), ("\\n".join(_lines) + "\\n").encode())
+_os.write(_report_fd(), b'{"imported": true}\\n')
+for _number, _line in enumerate(_os.fdopen(_request_fd())):
+    _reply = {"n": _json.loads(_line)["n"], "outcome": {"output": _payloads[_number % len(_payloads)]}}
+    _os.write(_report_fd(), (_json.dumps(_reply) + "\\n").encode())
 _os._exit(0)
 """
 
@@ -498,7 +491,7 @@ for _check in _wire.loads(open("/job/work.json").read())["checks"]:
 REPLACES_THE_RUN_CHECK = """
 import sys as _sys
 
-_sys.modules["__main__"]._run_check = lambda check, *rest: [{"output": True} for _ in check["cases"]]
+_sys.modules["__main__"]._run_case = lambda *rest: {"output": True}
 """
 
 COMPUTES_SUM_WITH_NUMPY = """

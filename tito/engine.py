@@ -8,9 +8,12 @@ turns them into points and one sentence per failure, in this process, against va
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import hmac
 import json
+import os
+import re
 import shutil
 import signal
 import time
@@ -54,6 +57,7 @@ class StageResult:
     seed: int
     tests: list[CheckResult]
     notes: list[str] = field(default_factory=list)  # about the whole run: import failures, the box ending
+    public_notes: list[str] = field(default_factory=list)  # the same as official feedback shows them
 
     def as_json(self, *, public: bool = False) -> dict:
         tests = [{"id": t.id, "task": t.task, "points": t.points, "max_points": t.max_points, "passed": t.passed,
@@ -139,17 +143,27 @@ def make_plan(stage: Stage, *, seed: int, jobs: Path, examples: int | None = Non
     same cases (same suite, check library, seed and number of examples)."""
     checks = load_checks(stage)
     job = jobs / f"{stage.name}-{_fingerprint(stage, seed, examples)}"
-    if (job / "work.json").is_file():
-        work = wire.loads((job / "work.json").read_text(encoding="utf-8"))
-        cases = {entry["name"]: entry["cases"] for entry in work["checks"]}
+    if (job / CASES).is_file():
+        cases = wire.loads((job / CASES).read_text(encoding="utf-8"))
         if set(cases) == {check.name for check in checks}:
             return Plan(stage, checks, cases, seed, job)
     cases = {}
     for number, check in enumerate(checks):
         count = check.examples if examples is None else min(check.examples, examples)
         cases[check.name] = draw_cases(check, max(1, count), seed + number)
+        if check.timed is not None:  # every timed call on inputs of its own: no result can be reused
+            cases[check.name] = [{**case, "seed": _derived_seed(seed, check.name, index)}
+                                 for index, case in enumerate(cases[check.name])]
     _write_job(job, stage, checks, cases)
     return Plan(stage, checks, cases, seed, job)
+
+
+def _derived_seed(seed: int, name: str, index: int) -> int:
+    digest = hmac.new(str(seed).encode(), f"{name}/{index}".encode(), hashlib.sha256).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+CASES = "cases.json"  # beside the job's lib/ and work.json, never bound into a box: cases go one at a time
 
 
 def _write_job(job: Path, stage: Stage, checks: list[Check], cases: dict[str, list[dict]]) -> None:
@@ -159,11 +173,14 @@ def _write_job(job: Path, stage: Stage, checks: list[Check], cases: dict[str, li
         shutil.copy2(SHIPPED / name, scratch / "lib" / name)
     (scratch / "lib" / "compute_slice.py").write_text(compute_slice(stage.suite), encoding="utf-8")
     work = {"import_cpu": IMPORT_CPU_SECONDS, "import_wall": 3 * IMPORT_CPU_SECONDS,
-            "checks": [{"name": c.name, "function": c.compute.__name__, "cpu": float(c.timeout),
-                        "wall": 3 * float(c.timeout) + 10, "cases": cases[c.name]} for c in checks]}
+            "checks": [{"name": c.name, "function": c.compute.__name__,
+                        "yardstick": c.timed.yardstick.__name__ if c.timed else None} for c in checks]}
     (scratch / "work.json").write_text(wire.dumps(work), encoding="utf-8")
     for path in [scratch, *scratch.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
+    descriptor = os.open(scratch / CASES, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
+        stream.write(wire.dumps(cases))
     try:
         scratch.rename(job)
     except OSError:  # another run wrote the same job meanwhile
@@ -176,31 +193,50 @@ def _write_job(job: Path, stage: Stage, checks: list[Check], cases: dict[str, li
 
 @dataclass
 class Report:
-    """What the runner said, over all its starts."""
+    """What the boxes did, as the parent saw it: the outcomes each case's request got, how a box ended during a
+    check, and the parent's own timings of timed checks."""
     outcomes: dict[str, list[dict]] = field(default_factory=dict)
     stopped: dict[str, str] = field(default_factory=dict)  # check -> how the box ended during it
     import_failure: str | None = None
     unfinished: str | None = None  # why the checks without outcomes never ran
+    seconds: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # timed check -> (yours, yardstick)
+    said: list[str] = field(default_factory=list)  # what the box wrote into texts of the run (import failures)
+    package: Path | None = None  # the package graded, to check the places the box names
 
 
-def _records(data: bytes) -> list[dict]:
-    records = []
-    for line in data.decode("utf-8", errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except (ValueError, RecursionError, MemoryError):
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-    return records
+IMPORT_ENDINGS = {"import_error", "import_timeout", "tampered"}
+MAX_RECORD_VALUES = 200_000  # JSON values in one reply: a check's outputs are arrays, sent as strings
+MAX_RECORD_DEPTH = 64
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_BRACKETS = re.compile(rb"[\[\]{}]")
 
 
-def _ending(exit: sandbox.Exit, limits: sandbox.Limits) -> str:
-    if exit.timed_out:
+def parse_record(line: bytes) -> dict | None:
+    """One line from a box as a dict, or None. What is parsed is bounded before it is parsed: the number of
+    values and the nesting, counted with the strings' contents skipped, so no line costs this process more
+    than a small multiple of its size."""
+    skeleton = _STRINGS.sub(b'""', line)
+    if skeleton.count(b",") + skeleton.count(b":") > MAX_RECORD_VALUES:
+        return None
+    depth = deepest = 0
+    for bracket in _BRACKETS.findall(skeleton):
+        depth += 1 if bracket in b"[{" else -1
+        deepest = max(deepest, depth)
+    if deepest > MAX_RECORD_DEPTH:
+        return None
+    try:
+        record = json.loads(line.decode("utf-8"))
+    except (ValueError, RecursionError, MemoryError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _ending(why: str, limits: sandbox.Limits, returncode: int | None) -> str:
+    if why == "wall":
         return f"the run was stopped after {limits.wall_seconds:g} s"
-    if exit.truncated:
+    if why == "truncated":
         return "your code wrote more than the grader reads"
-    code = exit.returncode
+    code = returncode
     if code is not None and 128 < code < 128 + 65:  # bubblewrap reports a signal as 128 + its number
         code = 128 - code
     if code is not None and code < 0:
@@ -215,88 +251,194 @@ def _text(value: Any, limit: int = 300) -> str:
     return str(value)[:limit]
 
 
+class _Conversation:
+    """One box and the requests sent to it, numbered: a reply counts only for the request in flight."""
+
+    def __init__(self, plan: Plan, package: Path | None, *, isolation: str, limits: sandbox.Limits,
+                 slot: int) -> None:
+        self.box = sandbox.Box(plan.job, package, limits=limits, isolation=isolation, slot=slot)
+        self.number = 0
+
+    def hello(self, deadline: float) -> tuple[dict | None, str]:
+        """The runner's first words: {"importing": true}, then how the import went."""
+        first, why = self._record(deadline, None)
+        if first != {"importing": True}:
+            return None, why or "did not start"
+        cpu_limit = self.box.cpu() + IMPORT_CPU_SECONDS + sandbox.CPU_GRACE
+        import_deadline = min(deadline, time.monotonic() + 3 * IMPORT_CPU_SECONDS)
+        while True:  # records of any other form are what the package wrote on the pipe: skipped
+            second, why = self._record(import_deadline, cpu_limit)
+            if second is None or second == {"imported": True} or set(second) & IMPORT_ENDINGS:
+                self.box.watch_processes()
+                return second, why
+
+    def ask(self, check: Check, case: dict, deadline: float, cpu_left: float) -> tuple[dict | None, str, float]:
+        """One case's outcome (None and why the box ended) and the seconds it took, by this process's clock."""
+        self.number += 1
+        wall_left = max(0.0, deadline - time.monotonic())
+        request = json.dumps({"n": self.number, "run": check.name, "case": wire.encode(case),
+                              "cpu": max(0.01, cpu_left), "wall": max(0.01, wall_left)}) + "\n"
+        cpu_limit = self.box.cpu() + cpu_left + sandbox.CPU_GRACE
+        started = time.monotonic()
+        if not self.box.send(request.encode(), deadline):
+            _, why = self.box.receive(min(deadline, time.monotonic() + 1.0))
+            return None, why or "ended", 0.0
+        while True:
+            record, why = self._record(deadline, cpu_limit)
+            if record is None:
+                return None, why, time.monotonic() - started
+            if record.get("n") != self.number:
+                continue  # not the reply to this request: something the package wrote on the pipe
+            seconds = time.monotonic() - started
+            if "tampered" in record:
+                return {"tampered": _text(record["tampered"], 80)}, "", seconds
+            outcome = record.get("outcome")
+            return (outcome if isinstance(outcome, dict) else {}), "", seconds
+
+    def _record(self, deadline: float, cpu_limit: float | None) -> tuple[dict | None, str]:
+        while True:
+            line, why = self.box.receive(deadline, cpu_limit)
+            if line is None:
+                return None, why
+            record = parse_record(line)
+            if record is not None:
+                return record, ""
+
+    def close(self) -> int | None:
+        return self.box.close()
+
+
 def run_checks(plan: Plan, package: Path, *, isolation: str, limits: sandbox.Limits, slot: int = 0,
                locate: Locate | None = None) -> Report:
-    """Run every check of the plan on the `tinytorch` found in `package`, starting the runner again after a
-    check that ended its process. `locate` names the notebook cell of a failed import."""
-    report = Report()
-    names = [check.name for check in plan.checks]
+    """Run every check of the plan on the `tinytorch` found in `package`, one case per request, starting the
+    runner again after a check that ended its process. Budgets and deadlines are this process's: a check's
+    CPU time is read from outside the box and its wall time on this clock. A timed check's cases also run,
+    taking turns, in a box without the package (the yardstick), each timed here. `locate` names the
+    notebook cell of a failed import."""
+    report = Report(package=package)
     deadline = time.monotonic() + limits.wall_seconds
-    first = 0
-    for _ in range(MAX_RESTARTS + 1):
-        exit = sandbox.run(plan.job, package, first, limits=limits, isolation=isolation, slot=slot,
-                           deadline=deadline)
-        records = _records(exit.report)
-        if not any(record.get("importing") == first for record in records[:1]):
-            if first == 0:
-                raise RuntimeError(f"the grader's runner did not start ({_ending(exit, limits)})")
-            report.unfinished = f"the grader could not start your package again ({_ending(exit, limits)})"
-            return report
-        tampered = next((str(r["tampered"])[:80] for r in records if "tampered" in r), None)
-        if tampered is not None:
-            message = f"your package changed the grader's code ({tampered}), so no result after that counts"
-            if first == 0 and not any(r.get("imported") is True for r in records):
-                report.import_failure = message
-            else:
-                current, _, _ = _read_sequence(records, names[first:], report)
-                report.stopped.update({current: message} if current else {})
-                report.unfinished = message
-            return report
-        failed = next((r for r in records if "import_error" in r or "import_timeout" in r), None)
-        if failed is not None or not any(r.get("imported") is True for r in records):
-            if first == 0:
-                report.import_failure = _import_failure(failed, exit, limits, locate)
-            else:  # what ran before the restart keeps its outcomes
-                report.unfinished = f"importing tinytorch failed when the grader started it again: " \
-                                    f"{_import_failure(failed, exit, limits, locate)}"
-            return report
-        current, finished, broken = _read_sequence(records, names[first:], report)
-        if finished:
-            return report
-        ending = _ending(exit, limits)
-        if broken:
-            ending = "your code wrote into the grader's report"
-        if current is not None:
-            report.stopped[current] = ending
-        if current is None or broken or exit.timed_out or exit.truncated:
-            report.unfinished = ending
-            return report
-        first = names.index(current) + 1
-        if first == len(names):
-            return report
-    report.unfinished = f"your code stopped the grader more than {MAX_RESTARTS} times"
-    return report
+    conversation: _Conversation | None = None
+    yardstick: _Conversation | None = None
+    starts = 0
+    index = 0
+    try:
+        while index < len(plan.checks):
+            check = plan.checks[index]
+            if conversation is None:
+                if starts > MAX_RESTARTS:
+                    report.unfinished = f"your code stopped the grader more than {MAX_RESTARTS} times"
+                    return report
+                starts += 1
+                conversation = _Conversation(plan, package, isolation=isolation, limits=limits, slot=slot)
+                record, why = conversation.hello(deadline)
+                if record is None and why == "did not start":
+                    status = conversation.close()
+                    if starts == 1:
+                        raise RuntimeError(f"the grader's runner did not start ({_ending(why, limits, status)})")
+                    report.unfinished = "the grader could not start your package again " \
+                                        f"({_ending(why, limits, status)})"
+                    return report
+                if record is None or record.get("imported") is not True:
+                    report.said += box_strings(record)
+                    failure = _start_failure(record, why, conversation, limits, locate)
+                    if starts == 1:
+                        report.import_failure = failure
+                    else:  # what ran before the restart keeps its outcomes
+                        report.unfinished = f"importing tinytorch failed when the grader started it again: {failure}"
+                    return report
+            if check.timed is not None and yardstick is None:
+                yardstick = _Conversation(plan, None, isolation=isolation, limits=limits, slot=slot)
+                record, why = yardstick.hello(deadline)
+                if record is None or record.get("imported") is not True:
+                    raise RuntimeError(f"the yardstick of {check.name} did not start ({why or record})")
+            why = _run_check(plan, check, conversation, yardstick, report, deadline)
+            if why:
+                status = conversation.close()
+                conversation = None
+                if why == "tampered":
+                    message = report.stopped[check.name]
+                    report.unfinished = message
+                    return report
+                report.stopped[check.name] = _budget_words(why, check) or _ending(why, limits, status)
+                if why in ("wall", "truncated") and time.monotonic() >= deadline or why == "truncated":
+                    report.unfinished = _ending(why, limits, status)
+                    return report
+            index += 1
+        return report
+    finally:
+        for open_box in (conversation, yardstick):
+            if open_box is not None:
+                open_box.close()
 
 
-def _read_sequence(records: list[dict], names: list[str], report: Report) -> tuple[str | None, bool, bool]:
-    """Accept the runner's records only in the order it writes them: after "imported", `begin` then `check`
-    for each check in turn, then "finished". Anything else (a record the package under test wrote on the
-    report pipe) ends the reading: the check under way is not accepted. Returns (the check begun and not
-    ended, whether the runner finished, whether the sequence was broken)."""
-    position = next((i for i, r in enumerate(records) if r.get("imported") is True), len(records)) + 1
-    expected = iter(names)
-    current = None
-    for record in records[position:]:
-        if current is None and record == {"finished": True}:
-            return None, True, False
-        if current is None and set(record) == {"begin"}:
-            name = next(expected, None)
-            if record["begin"] != name:
-                return None, False, True
-            current = name
-        elif current is not None and set(record) == {"check", "outcomes"} and record["check"] == current \
-                and isinstance(record["outcomes"], list):
-            report.outcomes[current] = record["outcomes"]
-            current = None
-        else:
-            return current, False, True
-    return current, False, False
+def _budget_words(why: str, check: Check) -> str:
+    if why == "cpu":
+        return f"your code needed more than {check.timeout:g} s of CPU time (counted by the grader)"
+    if why == "check-wall":
+        return f"your code was still running after {3 * check.timeout + 10:g} s"
+    return ""
 
 
-def _import_failure(record: dict | None, exit: sandbox.Exit, limits: sandbox.Limits,
+def _run_check(plan: Plan, check: Check, conversation: _Conversation, yardstick: _Conversation | None,
+               report: Report, run_deadline: float) -> str:
+    """Ask for each case of the check in turn; stop at the first case that is not an output. Returns "" or
+    why the box ended ("cpu", "wall", "check-wall", "ended", "truncated", "tampered")."""
+    outcomes: list[dict] = []
+    report.outcomes[check.name] = outcomes
+    timings: list[tuple[float, float]] = []
+    cpu_left = float(check.timeout)
+    check_deadline = min(run_deadline, time.monotonic() + 3 * float(check.timeout) + 10)
+    for case in plan.cases[check.name]:
+        yard_seconds = 0.0
+        if yardstick is not None and check.timed is not None:
+            yard, why, yard_seconds = yardstick.ask(check, case, run_deadline, float(check.timeout))
+            if yard is None or "output" not in yard:
+                raise RuntimeError(f"the yardstick of {check.name} failed ({why or _text(yard, 200)})")
+        cpu_before = conversation.box.cpu()
+        outcome, why, seconds = conversation.ask(check, case, check_deadline, cpu_left)
+        cpu_left -= conversation.box.cpu() - cpu_before if outcome is not None else 0
+        if outcome is None:
+            if why == "wall" and time.monotonic() < run_deadline:
+                why = "check-wall"
+            if not outcomes:
+                del report.outcomes[check.name]
+            return why
+        if "tampered" in outcome:
+            report.stopped[check.name] = _tampered(outcome["tampered"])
+            if not outcomes:
+                del report.outcomes[check.name]
+            return "tampered"
+        outcomes.append(outcome)
+        timings.append((seconds, yard_seconds))
+        if "output" not in outcome:
+            break
+    if check.timed is not None:
+        report.seconds[check.name] = timings
+    return ""
+
+
+def _tampered(what: str) -> str:
+    return f"your package changed the grader's code ({what}), so no result after that counts"
+
+
+def _start_failure(record: dict | None, why: str, conversation: _Conversation, limits: sandbox.Limits,
+                   locate: Locate | None) -> str:
+    if record is not None and "tampered" in record:
+        return _tampered(_text(record["tampered"], 80))
+    if record is not None and ("import_error" in record or "import_timeout" in record):
+        return _import_failure(record, why, limits, None, locate)
+    if why == "cpu":
+        return _import_failure({"import_timeout": "cpu"}, why, limits, None, locate)
+    if why == "wall":
+        return _import_failure({"import_timeout": "wall"}, why, limits, None, locate)
+    status = conversation.close()
+    return _import_failure(None, why, limits, status, locate)
+
+
+def _import_failure(record: dict | None, why: str, limits: sandbox.Limits, status: int | None,
                     locate: Locate | None = None) -> str:
     if record is None:
-        return f"importing tinytorch stopped the grader: {_ending(exit, limits)}"
+        return f"importing tinytorch stopped the grader: {_ending(why, limits, status)}"
     reported = _text(record["where"], 120) if record.get("where") else ""
     cell = locate(reported) if locate is not None and reported else None
     if "import_timeout" in record:
@@ -338,10 +480,12 @@ def guarded(checks: list[Check], results: list[CheckResult]) -> list[CheckResult
 
 
 def _judge_check(plan: Plan, check: Check, report: Report) -> CheckResult:
+    said = list(report.said)  # what the box wrote that a message may reflect: kept out of the public words
+
     def result(message: str = "", public: str | None = None, *, fault: bool = False) -> CheckResult:
         passed = not message or fault
         return CheckResult(check.name, check.task, check.points if passed else 0, check.points, passed,
-                           message, message if public is None else public, fault)
+                           message, scrub(message if public is None else public, said), fault)
 
     def fault(step: str, error: Exception) -> CheckResult:
         return result(f"grader fault in check {check.name} ({step}): {type(error).__name__}: {_text(error, 200)}",
@@ -363,9 +507,11 @@ def _judge_check(plan: Plan, check: Check, report: Report) -> CheckResult:
         if index >= len(outcomes):
             return result(f"{what}: did not finish ({report.stopped.get(check.name, 'the run ended')})")
         outcome = outcomes[index] if isinstance(outcomes[index], dict) else {}
-        message = _failure(check, what, outcome)
-        if message is not None:
-            return result(message)
+        said += box_strings({key: _after_name(value) if key in ("error", "stub") else value
+                             for key, value in outcome.items() if key != "where"})
+        sentences = _failure(check, what, outcome, report.package)
+        if sentences is not None:
+            return result(*sentences)
         try:
             output = wire.decode(outcome["output"])
         except Exception:  # anything the box sent that is not well-formed data is the submission's
@@ -381,27 +527,121 @@ def _judge_check(plan: Plan, check: Check, report: Report) -> CheckResult:
         except Exception as error:  # the output had a form the judge cannot read: the student's result
             return result(f"{what}: the result does not have the expected form ({type(error).__name__}: "
                           f"{_text(str(error), 200)})", f"{what}: the result does not have the expected form")
+    if check.timed is not None:
+        return result(_too_slow(check, plan.cases[check.name][0], report.seconds.get(check.name, [])))
     return result()
 
 
-def _failure(check: Check, what: str, outcome: dict) -> str | None:
-    """The sentence for an outcome that is not an output, or None for an output to judge."""
+def _too_slow(check: Check, case: dict, seconds: list[tuple[float, float]]) -> str:
+    """The sentence for a timed check whose values were right: "" when its best time, taken by this process,
+    is within its limit of the yardstick's best on the same cases, taking turns."""
+    assert check.timed is not None
+    if not seconds:
+        return f"{check.what(case)}: the grader has no time of it"
+    ratio = min(ours for ours, _ in seconds) / max(1e-9, min(yard for _, yard in seconds))
+    if ratio <= check.timed.limit:
+        return ""
+    advice = f". {check.timed.advice}" if check.timed.advice else ""
+    return (f"{check.what(case)}: the values are right, but it took {ratio:.0f} times as long as "
+            f"{check.timed.against} (at most {check.timed.limit:g} times is allowed){advice}")
+
+
+def _failure(check: Check, what: str, outcome: dict, package: Path | None) -> tuple[str, str] | None:
+    """(the sentence, its public form) for an outcome that is not an output, or None for an output to judge.
+    The public form names only what the grader can check: a task number, a built-in exception's name, a
+    file of the package and a line number, never the words of the student's code."""
     where = f" (at {_text(outcome['where'], 120)})" if outcome.get("where") else ""
+    public_where = _public_where(outcome.get("where"), package)
     if "stub" in outcome:
         stub = _text(outcome["stub"])
-        return stub if stub.startswith("Task ") else f"{what}: NotImplementedError: {stub}"
+        task = re.match(r"Task (\d\d\.\d{1,2})\b", stub)
+        public = f"Task {task[1]}: not implemented yet" if task else f"{what}: NotImplementedError"
+        return (stub if stub.startswith("Task ") else f"{what}: NotImplementedError: {stub}"), public
     if "error" in outcome:
-        return f"{what}: your code raised {_text(outcome['error'])}{where}"
+        return (f"{what}: your code raised {_text(outcome['error'])}{where}",
+                f"{what}: your code raised {_exception_name(outcome['error'])}{public_where}")
     if "timeout" in outcome:
         if outcome["timeout"] == "cpu":
-            return (f"{check.doc}: your code needed more than {check.timeout:g} s of CPU time{where}; "
-                    f"look for an endless loop or a Python loop over elements")
-        return f"{check.doc}: your code was still running after {3 * check.timeout + 10:g} s{where}"
+            words = (f"{check.doc}: your code needed more than {check.timeout:g} s of CPU time{{}}; "
+                     f"look for an endless loop or a Python loop over elements")
+            return words.format(where), words.format(public_where)
+        words = f"{check.doc}: your code was still running after {3 * check.timeout + 10:g} s{{}}"
+        return words.format(where), words.format(public_where)
     if "unsendable" in outcome:
-        return f"{what}: the result is not plain data ({_text(outcome['unsendable'], 160)})"
+        return f"{what}: the result is not plain data ({_text(outcome['unsendable'], 160)})", \
+            f"{what}: the result is not plain data (return numbers, strings, numpy arrays, or lists of these)"
     if "output" not in outcome:
-        return f"{what}: no result"
+        return f"{what}: no result", f"{what}: no result"
     return None
+
+
+_WHERE = re.compile(r"([\w/]{1,80}\.py) line (\d{1,6})\b")
+_BUILTIN_EXCEPTIONS = frozenset(name for name, value in vars(builtins).items()
+                                if isinstance(value, type) and issubclass(value, BaseException))
+
+
+def _public_where(where: Any, package: Path | None) -> str:
+    """" (at core/tensor.py line 57)" when the box named a file the package holds, else ""."""
+    match = _WHERE.match(where) if isinstance(where, str) else None
+    if match is None or package is None or ".." in match[1] or not (package / "tinytorch" / match[1]).is_file():
+        return ""
+    return f" (at {match[1]} line {match[2]})"
+
+
+def _after_name(text: Any) -> Any:
+    """An error's or a stub's words without the name in front ("ValueError: ...", "Task 01.3: ..."), which
+    the public words check and show on their own."""
+    return text.split(":", 1)[-1] if isinstance(text, str) else text
+
+
+def _exception_name(error: Any) -> str:
+    name = str(error).split(":", 1)[0].strip()
+    return name if name in _BUILTIN_EXCEPTIONS else "an exception of its own kind"
+
+
+SCRUB_WINDOW = 8  # no run of this many characters the box wrote reaches official feedback
+SCRUB_BUDGET = 1 << 18  # characters of box text considered; past them, a message is cut to its start
+
+
+def box_strings(value: Any) -> list[str]:
+    """Every string in data the box sent (arrays' payloads aside), for `scrub`."""
+    found: list[str] = []
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, dict):
+            pending += [v for k, v in item.items() if k not in ("__ndarray__", "dtype")]
+        elif isinstance(item, (list, tuple)):
+            pending += list(item)
+    return found
+
+
+def scrub(text: str, said: list[str]) -> str:
+    """`text` with every run of SCRUB_WINDOW or more characters that also stands in something the box wrote
+    replaced by "…": the only way box text reaches official feedback is then in pieces too short to carry
+    code, a key or a line of the hidden suite (docs/security.md, invariant 6)."""
+    strings = [piece for piece in said if len(piece) >= SCRUB_WINDOW]
+    if not strings or len(text) < SCRUB_WINDOW:
+        return text
+    if sum(map(len, strings)) > SCRUB_BUDGET:
+        return text[:text.find(":") + 1 or 80] + " …"
+    windows = {piece[i:i + SCRUB_WINDOW] for piece in strings for i in range(len(piece) - SCRUB_WINDOW + 1)}
+    windows |= {repr(piece)[1:-1][i:i + SCRUB_WINDOW] for piece in strings if repr(piece)[1:-1] != piece
+                for i in range(len(repr(piece)) - 1 - SCRUB_WINDOW)}
+    hidden = [False] * len(text)
+    for i in range(len(text) - SCRUB_WINDOW + 1):
+        if text[i:i + SCRUB_WINDOW] in windows:
+            hidden[i:i + SCRUB_WINDOW] = [True] * SCRUB_WINDOW
+    out, previous = [], False
+    for character, gone in zip(text, hidden):
+        if not gone:
+            out.append(character)
+        elif not previous:
+            out.append("…")
+        previous = gone
+    return "".join(out)
 
 
 def grade_stage(plan: Plan, package: Path, *, isolation: str, limits: sandbox.Limits,
@@ -409,4 +649,5 @@ def grade_stage(plan: Plan, package: Path, *, isolation: str, limits: sandbox.Li
     report = run_checks(plan, package, isolation=isolation, limits=limits, slot=slot, locate=locate)
     tests = judge(plan, report)
     notes = [report.import_failure] if report.import_failure else []
-    return StageResult(plan.stage.number, sum(t.points for t in tests), plan.max_score, plan.seed, tests, notes)
+    return StageResult(plan.stage.number, sum(t.points for t in tests), plan.max_score, plan.seed, tests, notes,
+                       [scrub(note, report.said) for note in notes])

@@ -36,9 +36,13 @@ class Grade:
     max_score: float
     seed: int
     tests: list[engine.CheckResult]
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # for the instructor (results.json)
     fault: str = ""  # a fault of the grader, not of the submission: this grade is not to be trusted
     seconds: float = 0.0
+    public_notes: list[str] | None = None  # what the student's feedback shows (None: the notes, all trusted words)
+
+    def feedback_notes(self) -> list[str]:
+        return self.notes if self.public_notes is None else self.public_notes
 
     def task_scores(self) -> dict[str, float]:
         """Each task's points, in the order of the checks."""
@@ -183,6 +187,7 @@ class Grader:
                  for t in result.tests]
         return Grade(student, plan.stage.number, mode, result.score, result.max_score, plan.seed, tests,
                      [redact(self.root, note) for note in [*notes, *found, *result.notes]],
+                     public_notes=[redact(self.root, note) for note in [*notes, *found, *result.public_notes]],
                      seconds=time.monotonic() - started)
 
 
@@ -220,7 +225,7 @@ def write_reports(out: Path, grades: list[Grade], plans: dict[str, engine.Plan],
             lines.append(f"## Stage {grade.stage} ({grade.mode}): {grade.score:g}/{grade.max_score:g}")
             if grade.fault:
                 lines.append("- not graded yet: the grader failed on this submission; your instructor will regrade it")
-            lines += [f"- note: {note}" for note in dict.fromkeys(grade.notes)]
+            lines += [f"- note: {note}" for note in dict.fromkeys(grade.feedback_notes())]
             lost = [t for t in grade.tests if not t.passed]
             lines += [f"- task {t.task}, {t.id} ({t.max_points:g} points): {t.public}" for t in lost if t.public]
             if not lost:

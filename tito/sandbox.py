@@ -45,15 +45,7 @@ class Limits:
     tmp_bytes: int = 64 << 20
     open_files: int = 256
     processes: int = 64
-    report_bytes: int = 64 << 20
-
-
-@dataclass
-class Exit:
-    returncode: int | None
-    timed_out: bool
-    report: bytes  # what the runner wrote on its report pipe, at most Limits.report_bytes
-    truncated: bool  # the report was longer than the cap
+    report_bytes: int = 64 << 20  # read from one box, over all its requests
 
 
 @lru_cache(maxsize=1)
@@ -202,6 +194,17 @@ class Cgroup:
             for setting, value in settings.items():
                 (folder / setting).write_text(value)
 
+    def cpu_seconds(self) -> float | None:
+        """CPU time of every process that was ever in the cgroup (cgroup v2's cpu.stat), or None."""
+        for folder in self.folders:
+            try:
+                for line in (folder / "cpu.stat").read_text().splitlines():
+                    if line.startswith("usage_usec "):
+                        return int(line.split()[1]) / 1e6
+            except (OSError, ValueError):
+                continue
+        return None
+
     def enter(self) -> None:
         """Called in the box's first process before it starts anything: it and its descendants join."""
         for folder in self.folders:
@@ -296,80 +299,208 @@ ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp", "PYTHONHASHSE
        "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def run(job: Path, package: Path, first: int, *, limits: Limits, isolation: str, slot: int = 0,
-        deadline: float | None = None) -> Exit:
-    """Run the runner of `job` (lib/ and work.json) on the `tinytorch` in `package`, from check number
-    `first`, in the box named by `isolation`; return how it ended and what it reported."""
-    python = [sys.executable, "-I", "-S", "-B"]
-    read_end, write_end = os.pipe()
-    if isolation == "bwrap":
-        setenv = [part for key, value in ENV.items() for part in ("--setenv", key, value)]
-        binds = ["--ro-bind", str(job / "lib"), f"{INSIDE}/lib", "--ro-bind", str(job / "work.json"),
-                 f"{INSIDE}/work.json", "--ro-bind", str(package), f"{INSIDE}/pkg"]
-        prefix = bwrap_prefix(slot, limits)
-        split = prefix.index("--")
-        command = [*prefix[:split], *binds, *setenv, *prefix[split:], *python, f"{INSIDE}/lib/runner.py",
-                   str(INSIDE), f"{INSIDE}/pkg", str(first), str(write_end), *site_paths()]
-    else:
-        command = [*python, str(job / "lib" / "runner.py"), str(job), str(package), str(first), str(write_end),
-                   *site_paths()]
-    wall = limits.wall_seconds if deadline is None else max(0.5, deadline - time.monotonic())
-    cgroup = Cgroup(f"tito-{os.getpid()}-{slot}-{time.monotonic_ns()}", limits) \
-        if isolation == "bwrap" and cgroups_available() else None
-    try:
-        try:
-            process = subprocess.Popen(command, cwd="/tmp" if isolation == "bwrap" else str(job), env=dict(ENV),
-                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL, pass_fds=(write_end,),
-                                       preexec_fn=limiter(limits, isolation, cgroup))
-        finally:
-            os.close(write_end)
-        try:
-            report, truncated, timed_out = _collect(process, read_end, time.monotonic() + wall, limits.report_bytes)
-        finally:
-            os.close(read_end)
-    finally:
-        if cgroup is not None:
-            cgroup.remove()
-    return Exit(process.returncode, timed_out, report, truncated)
+MAX_LINE_BYTES = 16 << 20  # one reply of the runner: the largest output of a check is a few MiB
+CPU_GRACE = 2.0  # seconds of CPU past a budget before the parent stops the box (the runner's own timer is first)
 
 
-def _collect(process: subprocess.Popen, fd: int, deadline: float, cap: int) -> tuple[bytes, bool, bool]:
-    """Read the report pipe until the box ends, the deadline passes or the cap is reached; the box is
-    killed in the last two cases. A process left behind holding the pipe cannot keep the parent waiting."""
-    chunks: list[bytes] = []
-    size = 0
-    timed_out = truncated = False
-    ended_at: float | None = None
-    while True:
-        now = time.monotonic()
-        if process.poll() is not None and ended_at is None:
-            ended_at = now
-        if ended_at is not None and now - ended_at > 1.0:
-            break  # the runner is gone; something it left behind still holds the pipe
-        if now >= deadline:
-            timed_out = True
-            break
-        ready, _, _ = select.select([fd], [], [], min(0.2, deadline - now))
-        if not ready:
-            continue
-        data = os.read(fd, 1 << 16)
-        if not data:
-            break
-        chunks.append(data[: cap - size])
-        size += len(data)
-        if size > cap:
-            truncated = True
-            break
-    if not (timed_out or truncated):
-        try:  # the pipe closed as the runner ended: give the box a moment to report its exit status
-            process.wait(timeout=max(0.1, min(5.0, deadline - time.monotonic())))
+class Box:
+    """One runner in a box, driven by this (trusted) process: it sends one request at a time on the box's
+    request pipe and reads one line in reply from its report pipe, with its own clocks. The deadline, the CPU
+    budget of each request (the box's CPU time as the kernel counts it, read from outside: the box's cgroup, or
+    /proc of its processes) and the bytes read are all decided here; nothing the box says about time counts.
+
+    `package` None starts the runner without the package under test (the yardstick of a timed check)."""
+
+    def __init__(self, job: Path, package: Path | None, *, limits: Limits, isolation: str, slot: int = 0) -> None:
+        self.limits, self.isolation = limits, isolation
+        python = [sys.executable, "-I", "-S", "-B"]
+        report_read, report_write = os.pipe()
+        request_read, request_write = os.pipe()
+        where = "-" if package is None else str(INSIDE / "pkg" if isolation == "bwrap" else package)
+        if isolation == "bwrap":
+            setenv = [part for key, value in ENV.items() for part in ("--setenv", key, value)]
+            binds = ["--ro-bind", str(job / "lib"), f"{INSIDE}/lib", "--ro-bind", str(job / "work.json"),
+                     f"{INSIDE}/work.json"]
+            if package is not None:
+                binds += ["--ro-bind", str(package), f"{INSIDE}/pkg"]
+            prefix = bwrap_prefix(slot, limits)
+            split = prefix.index("--")
+            command = [*prefix[:split], *binds, *setenv, *prefix[split:], *python, f"{INSIDE}/lib/runner.py",
+                       str(INSIDE), where, str(report_write), str(request_read), *site_paths()]
+        else:
+            command = [*python, str(job / "lib" / "runner.py"), str(job), where, str(report_write),
+                       str(request_read), *site_paths()]
+        self.cgroup = Cgroup(f"tito-{os.getpid()}-{slot}-{time.monotonic_ns()}", limits) \
+            if isolation == "bwrap" and cgroups_available() else None
+        try:
+            self.process = subprocess.Popen(command, cwd="/tmp" if isolation == "bwrap" else str(job),
+                                            env=dict(ENV), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL, pass_fds=(report_write, request_read),
+                                            preexec_fn=limiter(limits, isolation, self.cgroup))
+        except BaseException:
+            for fd in (report_read, request_write):
+                os.close(fd)
+            if self.cgroup is not None:
+                self.cgroup.remove()
+            raise
+        finally:
+            os.close(report_write)
+            os.close(request_read)
+        self.reports, self.requests = report_read, request_write
+        os.set_blocking(self.requests, False)
+        self.lines: list[bytes] = []
+        self.chunks: list[bytes] = []
+        self.pending = 0  # bytes of the line not yet ended
+        self.read_bytes = 0
+        self.pids: list[int] = [self.process.pid]
+        self.truncated = False
+        self.closed = False
+
+    # -- what the box used, measured from outside
+
+    def watch_processes(self) -> None:
+        """Note the box's processes now (the runner under bubblewrap has a pid of its own out here), for the
+        CPU count where no cgroup counts it."""
+        self.pids = _descendants(self.process.pid) or [self.process.pid]
+
+    def cpu(self) -> float:
+        """Seconds of CPU the box's processes have used so far (their own, and that of those they reaped)."""
+        if self.cgroup is not None:
+            used = self.cgroup.cpu_seconds()
+            if used is not None:
+                return used
+        return sum(_process_cpu(pid) for pid in self.pids)
+
+    # -- the conversation
+
+    def send(self, line: bytes, deadline: float) -> bool:
+        """Write one request line; False when the box stopped reading (ended, or past the deadline)."""
+        view = memoryview(line)
+        while view:
+            now = time.monotonic()
+            if now >= deadline or self.process.poll() is not None:
+                return False
+            _, ready, _ = select.select([], [self.requests], [], min(0.2, deadline - now))
+            if not ready:
+                continue
+            try:
+                written = os.write(self.requests, view)
+            except (BrokenPipeError, BlockingIOError, OSError):
+                return False
+            view = view[written:]
+        return True
+
+    def receive(self, deadline: float, cpu_limit: float | None = None) -> tuple[bytes | None, str]:
+        """The next line the box writes, or (None, why): "wall" (the deadline passed), "cpu" (the box used
+        more than `cpu_limit` seconds of CPU), "ended" (the box is gone), "truncated" (it wrote more than
+        the parent reads). The box is killed in every case but "ended"."""
+        ended_at: float | None = None
+        while True:
+            if self.lines:
+                return self.lines.pop(0), ""
+            now = time.monotonic()
+            if self.process.poll() is not None and ended_at is None:
+                ended_at = now
+            if ended_at is not None and now - ended_at > 1.0:
+                return None, "ended"  # the runner is gone; something it left behind still holds the pipe
+            if now >= deadline:
+                return self._stop("wall")
+            if cpu_limit is not None and self.cpu() > cpu_limit:
+                return self._stop("cpu")
+            ready, _, _ = select.select([self.reports], [], [], min(0.1, deadline - now))
+            if not ready:
+                continue
+            data = os.read(self.reports, 1 << 20)
+            if not data:
+                if self.process.poll() is None:
+                    try:
+                        self.process.wait(timeout=max(0.1, min(2.0, deadline - time.monotonic())))
+                    except subprocess.TimeoutExpired:
+                        pass
+                return None, "ended"
+            self.read_bytes += len(data)
+            if self.read_bytes > self.limits.report_bytes:
+                return self._stop("truncated")
+            self._split(data)
+
+    def _split(self, data: bytes) -> None:
+        """Complete lines to self.lines; the rest waits in self.chunks (joined only once a line ends). A line
+        longer than MAX_LINE_BYTES is dropped as it arrives (it counts against report_bytes all the same)."""
+        while (end := data.find(b"\n")) >= 0:
+            if self.pending + end <= MAX_LINE_BYTES:
+                self.lines.append(b"".join([*self.chunks, data[:end]]))
+            self.chunks, self.pending, data = [], 0, data[end + 1:]
+        if data:
+            self.pending += len(data)
+            self.chunks = [*self.chunks, data] if self.pending <= MAX_LINE_BYTES else []
+
+    def _stop(self, why: str) -> tuple[None, str]:
+        self.truncated = self.truncated or why == "truncated"
+        self.kill()
+        return None, why
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            _kill(self.process)
+
+    def close(self) -> int | None:
+        """End the box (closing its request pipe ends the runner), free its cgroup; its exit status."""
+        if self.closed:
+            return self.process.returncode
+        self.closed = True
+        try:
+            os.close(self.requests)
+        except OSError:
+            pass
+        try:
+            self.process.wait(timeout=2.0)
         except subprocess.TimeoutExpired:
             pass
-    if process.poll() is None:
-        _kill(process)
-    process.wait()
-    return b"".join(chunks), truncated, timed_out
+        self.kill()
+        self.process.wait()
+        os.close(self.reports)
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        return self.process.returncode
+
+    def __enter__(self) -> Box:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _stat_fields(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stream:
+            return stream.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _process_cpu(pid: int) -> float:
+    """utime + stime + cutime + cstime of a process, in seconds (0 once it is gone)."""
+    fields = _stat_fields(pid)
+    return sum(int(value) for value in fields[11:15]) / _TICKS if len(fields) > 14 else 0.0
+
+
+def _descendants(pid: int) -> list[int]:
+    """`pid` and every process below it now."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = _stat_fields(int(entry))
+            if len(fields) > 1 and fields[1].isdigit():
+                children.setdefault(int(fields[1]), []).append(int(entry))
+    found, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        pending += children.get(current, [])
+    return found
 
 
 def _kill(process: subprocess.Popen) -> None:

@@ -76,6 +76,9 @@ def compute_slice(suite: Path) -> str:
     descriptions, `expected` and `verdict` functions, and helpers only they use, are left out."""
     tree = ast.parse(suite.read_text(encoding="utf-8"))
     computes, others = [], []
+    # a timed check's yardstick runs in a box too (without the package): `@check(..., timed=Timed(yardstick, ...))`
+    yardsticks = {name for node in tree.body for d in getattr(node, "decorator_list", []) if _is_check_decorator(d)
+                  for keyword in getattr(d, "keywords", []) if keyword.arg == "timed" for name in _used_names(keyword)}
     for node in tree.body:
         decorators = getattr(node, "decorator_list", [])
         if any(_is_judge_decorator(d) for d in decorators):
@@ -87,6 +90,7 @@ def compute_slice(suite: Path) -> str:
                                ast.AnnAssign)):
             others.append(node)
     needed: set[str] = set().union(*(_used_names(node) for node in computes)) if computes else set()
+    needed |= yardsticks
     kept: list[ast.stmt] = []
     changed = True
     while changed:

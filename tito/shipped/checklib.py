@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "Check", "CheckFamily", "CheckFailed", "check", "by_variant", "expect_error", "assert_close", "capture_error",
-    "central_difference",
+    "Check", "CheckFamily", "Timed", "CheckFailed", "check", "by_variant", "expect_error", "assert_close",
+    "capture_error", "central_difference",
     "finite", "shapes", "arrays", "floats_arrays", "signed_arrays", "upstream", "gradient_case", "leaf_gradients",
     "seed_pair", "seeded_draws", "expect_seeded_draws",
 ]
@@ -35,6 +35,18 @@ class CheckFailed(AssertionError):
     def __init__(self, message: str, public: str | None = None) -> None:
         super().__init__(message)
         self.public = public
+
+
+@dataclass(frozen=True)
+class Timed:
+    """How a speed check is timed: every case (each on inputs of its own, made from ``case["seed"]``) is timed
+    by the trusted parent, from the request to the reply, and so is ``yardstick(case)`` (numpy alone, the same
+    work's measure, in a box without the package), taking turns. The check passes when every value is right
+    and the best time is at most ``limit`` times the yardstick's best."""
+    yardstick: Callable[[dict], Any]
+    limit: float
+    against: str  # what the yardstick is, in words: "np.matmul on the same arrays"
+    advice: str = ""
 
 
 @dataclass
@@ -53,6 +65,7 @@ class Check:
     # a check that code ignoring its input can pass (an expected error, an input left unchanged, zeros): it
     # earns its points only when every other check of its task passes (docs/security.md, invariant 2)
     guard: bool = False
+    timed: Timed | None = None
     _expected: Callable[[dict], Any] | None = None
     _verdict: Callable[[dict, Any], None] | None = None
 
@@ -113,14 +126,14 @@ def by_variant(*families: tuple[CheckFamily, dict]) -> None:
 def check(*, task: str, points: float, inputs: Any = None, variants: dict[str, Any] | None = None,
           describe: Callable[[dict], str] | None = None, examples: int = 25, timeout: float = 30.0,
           rtol: float = 1e-5, atol: float = 1e-6, dtype: bool = False,
-          guard: bool = False) -> Callable[[Callable], Any]:
+          guard: bool = False, timed: Timed | None = None) -> Callable[[Callable], Any]:
     """Decorator turning ``compute(tt, case)`` into a graded check worth ``points`` for ``task``; with
     ``variants`` (a dict of name to strategy of cases), into one check per variant. ``guard``: a constant
     implementation could pass it, so it counts only together with its task's other checks."""
     def one(compute: Callable[[Any, dict], Any], name: str, strategy: Any) -> Check:
         return Check(name=name, task=task, points=points, compute=compute, inputs=strategy, describe=describe,
                      examples=examples if strategy is not None else 1, timeout=timeout,
-                     rtol=rtol, atol=atol, dtype=dtype, guard=guard)
+                     rtol=rtol, atol=atol, dtype=dtype, guard=guard, timed=timed)
 
     def make(compute: Callable[[Any, dict], Any]) -> Any:
         if variants is None:

@@ -1,0 +1,268 @@
+"""Invariant 1 and 6 of docs/security.md, held against packages that lie: nothing the box says about time,
+budgets or results is believed, and nothing the box writes reaches official feedback in pieces long enough
+to carry code. A tiny stage with a timed check, a check with a CPU budget and a check after them, graded on
+small packages through the real engine (child processes; one test in bubblewrap where it is installed)."""
+
+from __future__ import annotations
+
+import base64
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tito import engine, sandbox
+from tito.project import stage as find_stage
+
+SUITE = '''
+import numpy as np
+from hypothesis import strategies as st
+
+from checklib import Timed, check
+
+
+def square(case):
+    """The array of one timed call, made from the seed the grader sends with it."""
+    return np.random.default_rng(case["seed"]).random((256, 256), dtype=np.float32)
+
+
+def numpy_column_sums(case):
+    return np.sum(square(case), axis=0)
+
+
+@check(task="01.1", points=1, examples=5, rtol=1e-4, atol=1e-3,
+       inputs=st.fixed_dictionaries({"seed": st.integers(0, 2**31 - 1)}),
+       timed=Timed(numpy_column_sums, limit=5, against="np.sum on the same array"),
+       describe=lambda case: "colsum(x) for x of shape (256, 256)")
+def sums_columns_fast(tt, case):
+    return np.asarray(tt.colsum(square(case)))
+
+
+@sums_columns_fast.expected
+def _(case):
+    return np.sum(square(case), axis=0)
+
+
+@check(task="01.2", points=1, timeout=2, examples=3, inputs=st.integers(0, 9).map(lambda n: {"n": n}),
+       describe=lambda case: f"spin({case['n']})")
+def spins(tt, case):
+    return tt.spin(case["n"])
+
+
+@spins.expected
+def _(case):
+    return case["n"]
+
+
+@check(task="01.3", points=1)
+def after(tt, case):
+    """after() returns 1"""
+    return tt.after()
+
+
+@after.expected
+def _(case):
+    return 1
+'''
+
+GOOD = '''
+import numpy as np
+
+def colsum(x):
+    return np.sum(x, axis=0)
+
+def spin(n):
+    return n
+
+def after():
+    return 1
+'''
+
+ELEMENT_LOOP = '''
+def colsum(x):
+    out = np.zeros(x.shape[1], dtype=x.dtype)
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[j] += x[i, j]
+    return out
+'''
+
+DISARMS_THE_TIMERS = '''
+import signal
+
+def _disarm():
+    for timer in (signal.ITIMER_PROF, signal.ITIMER_REAL, signal.ITIMER_VIRTUAL):
+        signal.setitimer(timer, 0)
+    for number in (signal.SIGPROF, signal.SIGALRM, signal.SIGVTALRM, signal.SIGXCPU):
+        signal.signal(number, signal.SIG_IGN)
+'''
+
+
+@pytest.fixture
+def stage(tmp_path: Path):
+    root = tmp_path / "course"
+    (root / "solutions" / "01_lies").mkdir(parents=True)
+    (root / "solutions" / "01_lies" / "01_lies.py").write_text(
+        "# %%\n#| default_exp core.lies\n# %%\n#| export\n### BEGIN SOLUTION 01.1 colsum\n### END SOLUTION\n"
+        "### BEGIN SOLUTION 01.2 spin\n### END SOLUTION\n### BEGIN SOLUTION 01.3 after\n### END SOLUTION\n")
+    (root / "autograder").mkdir()
+    (root / "autograder" / "test_01_lies.py").write_text(SUITE)
+    return find_stage(root, "01")
+
+
+def grade(stage, tmp_path: Path, code: str, *, isolation: str = "process", wall: float = 120.0):
+    package = tmp_path / f"pkg-{time.monotonic_ns()}"
+    (package / "tinytorch").mkdir(parents=True)
+    (package / "tinytorch" / "__init__.py").write_text(textwrap.dedent(code))
+    for path in [tmp_path, package, *package.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    plan = engine.make_plan(stage, seed=3, jobs=tmp_path / "jobs")
+    return engine.grade_stage(plan, package, isolation=isolation, limits=sandbox.Limits(wall_seconds=wall))
+
+
+def verdicts(result) -> dict[str, tuple[bool, str]]:
+    return {t.id: (t.passed, t.message) for t in result.tests}
+
+
+def test_honest_code_passes_and_a_loop_over_elements_fails_the_timed_check(stage, tmp_path):
+    assert grade(stage, tmp_path, GOOD).score == 3
+    slow = verdicts(grade(stage, tmp_path, GOOD + ELEMENT_LOOP))
+    assert not slow["sums_columns_fast"][0] and "times as long as np.sum" in slow["sums_columns_fast"][1]
+    assert slow["spins"][0] and slow["after"][0]
+
+
+def test_a_package_that_stops_every_clock_it_can_reach_is_timed_by_the_parent(stage, tmp_path):
+    liar = GOOD + ELEMENT_LOOP + '''
+import time
+for name in ("perf_counter", "monotonic", "thread_time", "process_time", "time"):
+    setattr(time, name, lambda: 0.0)
+    setattr(time, name + "_ns", lambda: 0)
+'''
+    found = verdicts(grade(stage, tmp_path, liar))
+    assert not found["sums_columns_fast"][0] and "times as long" in found["sums_columns_fast"][1]
+
+
+def test_results_cached_by_input_or_kept_from_the_first_call_do_not_pass_the_timed_check(stage, tmp_path):
+    keeps_the_first = GOOD + '''
+_first = []
+def colsum(x):
+    if not _first:
+        _first.append(np.sum(x, axis=0))
+    return _first[0]
+'''
+    cache_by_shape = GOOD + '''
+_cache = {}
+def colsum(x):
+    return _cache.setdefault(x.shape, np.sum(x, axis=0))
+'''
+    for code in (keeps_the_first, cache_by_shape):
+        found = verdicts(grade(stage, tmp_path, code))
+        assert not found["sums_columns_fast"][0] and "times as long" not in found["sums_columns_fast"][1]
+
+
+@pytest.mark.parametrize("spin", [
+    "def spin(n):\n    _disarm()\n    while True:\n        pass\n",  # an endless loop past its disarmed timers
+    "def spin(n):\n    _disarm()\n    end = time.process_time() + 5\n    while time.process_time() < end:\n"
+    "        pass\n    return n\n",  # the right answer, after more CPU than the check allows
+    "def spin(n):\n    _disarm()\n    time.sleep(3600)\n    return n\n",  # waiting, SIGALRM ignored
+], ids=["loops", "slow_but_right", "sleeps"])
+def test_a_budget_the_box_disarms_is_still_kept_by_the_parent(stage, tmp_path, spin):
+    code = GOOD + "import time\n" + DISARMS_THE_TIMERS + spin
+    started = time.monotonic()
+    found = verdicts(grade(stage, tmp_path, code))
+    assert not found["spins"][0]
+    assert "counted by the grader" in found["spins"][1] or "still running after" in found["spins"][1]
+    assert found["after"][0], "the check after the stopped one still ran (the runner was started again)"
+    assert found["sums_columns_fast"][0]
+    assert time.monotonic() - started < 3 * 60, "the parent stopped the box within the check's budgets"
+
+
+def test_how_often_the_runner_restarts_is_the_parents_count(stage, tmp_path):
+    marks = tmp_path / "starts"
+    marks.mkdir()
+    code = GOOD + f'''
+import os
+open(os.path.join({str(marks)!r}, str(os.getpid())), "w").close()
+def spin(n):
+    os._exit(3)
+def colsum(x):
+    os._exit(3)
+def after():
+    os._exit(3)
+'''
+    result = grade(stage, tmp_path, code)
+    assert result.score == 0
+    assert len(list(marks.iterdir())) <= engine.MAX_RESTARTS + 1
+
+
+def test_the_box_never_holds_the_cases_so_nothing_can_be_computed_ahead(stage, tmp_path):
+    plan = engine.make_plan(stage, seed=3, jobs=tmp_path / "jobs")
+    work = engine.wire.loads((plan.job / "work.json").read_text())
+    assert all(set(entry) == {"name", "function", "yardstick"} for entry in work["checks"])
+    assert (plan.job / engine.CASES).stat().st_mode & 0o077 == 0, "the cases are readable by the grader alone"
+
+
+@pytest.mark.skipif(not sandbox.bwrap_available(), reason="needs bubblewrap")
+def test_in_the_sandbox_the_cases_file_is_out_of_reach(stage, tmp_path):
+    code = GOOD + '''
+import os
+def after():
+    return 1 if not os.path.exists("/job/cases.json") and os.path.exists("/job/work.json") else 0
+'''
+    found = verdicts(grade(stage, tmp_path, code, isolation="bwrap"))
+    assert found["after"][0]
+    assert found["spins"][0] and found["sums_columns_fast"][0]
+
+
+def test_text_the_box_writes_reaches_official_feedback_only_in_short_pieces(stage, tmp_path):
+    secret = "the hidden suite's compute code, base64: " + base64.b64encode(SUITE.encode()).decode()[:400]
+    leaker = GOOD + f'''
+_SECRET = {secret!r}
+class Leak(Exception):
+    pass
+def colsum(x):
+    return _SECRET
+def spin(n):
+    raise Leak(_SECRET)
+def after():
+    raise NotImplementedError("Task 01.3: " + _SECRET)
+'''
+    result = grade(stage, tmp_path, leaker)
+    public = " ".join(t.public for t in result.tests) + " ".join(result.public_notes)
+    for start in range(0, len(secret) - engine.SCRUB_WINDOW):
+        assert secret[start:start + engine.SCRUB_WINDOW] not in public
+    spins = next(t for t in result.tests if t.id == "spins")
+    assert "an exception of its own kind" in spins.public and "Leak" in spins.message
+    after = next(t for t in result.tests if t.id == "after")
+    assert after.public.startswith("Task 01.3: not implemented yet")
+    broken = grade(stage, tmp_path, GOOD + "raise ValueError(" + repr(secret) + ")\n")
+    assert broken.notes and secret[:60] in broken.notes[0]
+    assert secret[10:10 + engine.SCRUB_WINDOW] not in " ".join(broken.public_notes)
+
+
+def test_a_builtin_error_and_its_place_in_the_package_stay_in_the_public_words(stage, tmp_path):
+    code = GOOD + "def spin(n):\n    raise ValueError('spin: n must be even')\n"
+    spins = next(t for t in grade(stage, tmp_path, code).tests if t.id == "spins")
+    assert "ValueError" in spins.public and "__init__.py line" in spins.public
+    assert "must be even" in spins.message
+
+
+def test_stage_seeds_are_keyed_hashes_that_tell_nothing_of_each_other(stage):
+    import hashlib
+    import hmac
+
+    seed = engine.stage_seed("course key", stage)
+    assert seed == int.from_bytes(hmac.new(b"course key", stage.name.encode(), hashlib.sha256).digest()[:4],
+                                  "big") & 0x7FFFFFFF
+    assert engine.stage_seed("course kez", stage) != seed
+
+
+def test_the_parent_bounds_what_it_parses_from_one_reply():
+    reply = {"n": 1, "outcome": {"output": [1, 2, 3]}}
+    assert engine.parse_record(b'{"n": 1, "outcome": {"output": [1, 2, 3]}}') == reply
+    assert engine.parse_record(b"[" * 100 + b"]" * 100) is None
+    assert engine.parse_record(b'{"a": ' + b"[" * 80 + b"]" * 80 + b"}") is None
+    assert engine.parse_record(b'{"a": [' + b"0," * engine.MAX_RECORD_VALUES + b"0]}") is None
+    text = '{"a": "' + "[,:" * 300_000 + '"}'  # brackets inside a string are not values
+    assert engine.parse_record(text.encode()) == {"a": "[,:" * 300_000}
