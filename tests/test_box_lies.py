@@ -6,6 +6,8 @@ small packages through the real engine (child processes; one test in bubblewrap 
 from __future__ import annotations
 
 import base64
+import os
+import subprocess
 import textwrap
 import time
 from pathlib import Path
@@ -266,3 +268,24 @@ def test_the_parent_bounds_what_it_parses_from_one_reply():
     assert engine.parse_record(b'{"a": [' + b"0," * engine.MAX_RECORD_VALUES + b"0]}") is None
     text = '{"a": "' + "[,:" * 300_000 + '"}'  # brackets inside a string are not values
     assert engine.parse_record(text.encode()) == {"a": "[,:" * 300_000}
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not sandbox.bwrap_available(), reason="needs root and bubblewrap")
+def test_what_a_box_is_given_is_unreadable_by_other_accounts(stage, tmp_path):
+    """The job's and the package's paths stand on the box's command line, which every account can read in
+    /proc: another account (nobody) can read none of their files."""
+    plan = engine.make_plan(stage, seed=3, jobs=tmp_path / "jobs")
+    package = tmp_path / "pkg"
+    (package / "tinytorch").mkdir(parents=True)
+    (package / "tinytorch" / "__init__.py").write_text(GOOD)
+    sandbox.box_view(package, 0)
+    view = sandbox._slot_job(plan.job, 0)
+    tmp_path.chmod(0o755)
+    (tmp_path / "jobs").chmod(0o755)
+    files = [plan.job / engine.CASES, plan.job / "work.json", view / "work.json", view / "lib" / "compute_slice.py",
+             package / "tinytorch" / "__init__.py"]
+    for path in files:
+        done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "cat", str(path)],
+                              capture_output=True)
+        assert done.returncode != 0 and not done.stdout, f"another account read {path}"
+    assert verdicts(engine.grade_stage(plan, package, isolation="bwrap", limits=sandbox.Limits()))["after"][0]

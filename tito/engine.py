@@ -176,8 +176,9 @@ def _write_job(job: Path, stage: Stage, checks: list[Check], cases: dict[str, li
             "checks": [{"name": c.name, "function": c.compute.__name__,
                         "yardstick": c.timed.yardstick.__name__ if c.timed else None} for c in checks]}
     (scratch / "work.json").write_text(wire.dumps(work), encoding="utf-8")
-    for path in [scratch, *scratch.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() else 0o644)
+    for path in scratch.rglob("*"):  # the grader's; a box gets its own view (sandbox.box_view)
+        path.chmod(0o700 if path.is_dir() else 0o600)
+    scratch.chmod(0o711)  # crossable to a box's view inside it, not listable
     descriptor = os.open(scratch / CASES, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
         stream.write(wire.dumps(cases))

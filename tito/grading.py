@@ -177,8 +177,7 @@ class Grader:
                     package.write_package(job, files)
             except (TitoError, OSError, ValueError, RecursionError) as error:
                 return zero(f"the package could not be written from the notebooks ({_sentence(error)})")
-            for path in [job, *job.rglob("*")]:
-                path.chmod(0o755 if path.is_dir() else 0o644)
+            sandbox.box_view(job, slot)  # readable by this slot's box user alone
             result = engine.grade_stage(plan, job, isolation=self.isolation, limits=self.limits, slot=slot)
         finally:
             self.slots.put(slot)

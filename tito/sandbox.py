@@ -303,6 +303,38 @@ MAX_LINE_BYTES = 16 << 20  # one reply of the runner: the largest output of a ch
 CPU_GRACE = 2.0  # seconds of CPU past a budget before the parent stops the box (the runner's own timer is first)
 
 
+def box_view(path: Path, slot: int) -> None:
+    """Make the tree at `path` readable by the box user of `slot` and by no other account: under root, group
+    owned by that user's own group (bubblewrap drops to it), 0750/0640; otherwise the grader's alone,
+    0700/0600 (a user namespace maps the grader to the box's user). The paths are on every box's command
+    line, which any account can read in /proc, so the modes are what keeps a job or a package private."""
+    root = os.geteuid() == 0
+    gid = box_uid(slot) if root else -1
+    for entry in [path, *path.rglob("*")]:
+        if entry.is_symlink():
+            continue
+        if root:
+            os.chown(entry, 0, gid)
+        entry.chmod((0o750 if root else 0o700) if entry.is_dir() else (0o640 if root else 0o600))
+
+
+def _slot_job(job: Path, slot: int) -> Path:
+    """The job's runner files as the box user of `slot` may read them (a copy of its own under root)."""
+    if os.geteuid() != 0:
+        return job
+    copy = job / f"box-{box_uid(slot)}"
+    if not (copy / "work.json").is_file():
+        scratch = job / f".box-{box_uid(slot)}-{time.monotonic_ns()}"
+        shutil.copytree(job / "lib", scratch / "lib")
+        shutil.copy2(job / "work.json", scratch / "work.json")
+        box_view(scratch, slot)
+        try:
+            scratch.rename(copy)
+        except OSError:  # made meanwhile by another box of the slot
+            shutil.rmtree(scratch, ignore_errors=True)
+    return copy
+
+
 class Box:
     """One runner in a box, driven by this (trusted) process: it sends one request at a time on the box's
     request pipe and reads one line in reply from its report pipe, with its own clocks. The deadline, the CPU
@@ -318,6 +350,7 @@ class Box:
         request_read, request_write = os.pipe()
         where = "-" if package is None else str(INSIDE / "pkg" if isolation == "bwrap" else package)
         if isolation == "bwrap":
+            job = _slot_job(job, slot)
             setenv = [part for key, value in ENV.items() for part in ("--setenv", key, value)]
             binds = ["--ro-bind", str(job / "lib"), f"{INSIDE}/lib", "--ro-bind", str(job / "work.json"),
                      f"{INSIDE}/work.json"]
