@@ -220,6 +220,12 @@ def test_feedback_filename_is_a_safe_name_with_a_hash_when_changed(student: str)
     assert name[-12:-3] == "-" + hashlib.sha256(student.encode("utf-8", "surrogatepass")).hexdigest()[:8]
 
 
+def test_an_id_shaped_like_a_changed_one_cannot_take_its_feedback_file() -> None:
+    """o'brien's file is o_brien-<hash>.md: a student who names herself exactly that gets another file."""
+    taken = feedback_filename("o'brien")
+    assert feedback_filename(taken.removesuffix(".md")) != taken
+
+
 def test_feedback_filenames_of_different_ids_differ() -> None:
     ids = ["a/b", "a\\b", "a_b", "a:b", "x" * 101, "x" * 102, "x" * 100, "..", "_..", "", "_"]
     assert len({feedback_filename(student) for student in ids}) == len(ids)

@@ -7,6 +7,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import stat
 import zipfile
 from collections import deque
@@ -79,7 +80,7 @@ def feedback_filename(student: str) -> str:
     safe = safe[:MAX_ID_CHARS]
     while len(safe.encode("utf-8")) > MAX_ID_BYTES:
         safe = safe[:-1]
-    if safe != student:
+    if safe != student or re.search(r"-[0-9a-f]{8}$", student):  # an id shaped like a changed one gets its hash too
         safe += "-" + hashlib.sha256(student.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return safe + ".md"
 
