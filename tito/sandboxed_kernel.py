@@ -15,7 +15,8 @@ This launcher runs as the instructor and builds the box; the student's code runs
   the notebook's first cell exports as its `tinytorch` (tito.fetched): no reference code, no other
   student, nothing of the course.
 
-Nothing the box writes is read back: copies are discarded with it.
+Nothing the box writes is read back: copies are discarded with it. No other account on the machine can
+read any of it while the kernel runs (`make_box`).
 """
 
 from __future__ import annotations
@@ -75,15 +76,41 @@ def _copy_folder(source: Path, destination: Path, limit: int = 64 << 20) -> None
         shutil.copyfile(path, target)
 
 
-def _own(path: Path, uid: int, writable: bool) -> None:
-    """Let the box's user read (and, if `writable`, write) `path` and everything under it."""
+def _own(path: Path, uid: int) -> None:
+    """`path` and everything under it for the box's user alone (0700/0600): under root that user owns them;
+    under a non-root grader they are the grader's own, as is the box's user. What the box must not change
+    is bound read-only into it."""
     for entry in [path, *path.rglob("*")]:
         if os.geteuid() == 0:
             os.chown(entry, uid, uid)
-        if writable:
-            entry.chmod(0o700 if entry.is_dir() else 0o600)
-        else:
-            entry.chmod(0o755 if entry.is_dir() else 0o644)
+        entry.chmod(0o700 if entry.is_dir() else 0o600)
+
+
+def make_box(work: Path, info: dict, uid: int) -> Path:
+    """The box's folder in the temporary folder: kernel/ (the connection file, then the kernel's sockets),
+    home/<stage>/ (a copy of the assignment's folder) and home/NN_name/ (the student's earlier submitted
+    notebooks). No other account may read any of it, as it holds submissions and the kernel's key: the
+    copies are the box user's alone, and the folder itself is at most crossable by that user (0710, its
+    group, under root; 0700, the grader's, otherwise). It is made private before anything is written."""
+    stage = work.name if STAGE_DIR.match(work.name) else "work"
+    box = Path(tempfile.mkdtemp(prefix=f"tito-kernel-{os.getpid()}-"))  # 0700, ours
+    try:
+        (box / "kernel").mkdir(mode=0o700)
+        inside = {**info, "ip": str(KERNEL / "ipc")}
+        (box / "kernel" / "connection.json").write_text(json.dumps(inside), encoding="utf-8")
+        _copy_folder(work, box / "home" / stage)
+        for name, notebook in _earlier_notebooks(work).items():
+            (box / "home" / name).mkdir(parents=True)
+            shutil.copyfile(notebook, box / "home" / name / notebook.name)
+        _own(box / "home", uid)
+        _own(box / "kernel", uid)
+        if os.geteuid() == 0:  # the box's user (setpriv drops to it before bubblewrap binds these) crosses it
+            os.chown(box, 0, uid)
+            box.chmod(0o710)
+    except BaseException:
+        shutil.rmtree(box, ignore_errors=True)
+        raise
+    return box
 
 
 def box_command(box: Path, stage: str, extra: list[str]) -> list[str]:
@@ -145,23 +172,12 @@ def main(argv: list[str] | None = None) -> int:
     stage = work.name if STAGE_DIR.match(work.name) else "work"
     uid = sandbox.box_uid(SLOT) if os.geteuid() == 0 else os.getuid()
     _sweep()
-    box = Path(tempfile.mkdtemp(prefix=f"tito-kernel-{os.getpid()}-"))
+    box = make_box(work, info, uid)
     # a relative ip is relative to the client's folder (nbgrader's), not to this one (the notebook's)
     client = Path(os.readlink(f"/proc/{os.getppid()}/cwd"))
     links = [client / f"{info['ip']}-{info[channel]}" for channel in CHANNELS]
     cgroup = None
     try:
-        box.chmod(0o755)
-        (box / "kernel").mkdir()
-        inside = {**info, "ip": str(KERNEL / "ipc")}
-        (box / "kernel" / "connection.json").write_text(json.dumps(inside), encoding="utf-8")
-        _copy_folder(work, box / "home" / stage)
-        for name, notebook in _earlier_notebooks(work).items():
-            (box / "home" / name).mkdir(parents=True)
-            shutil.copyfile(notebook, box / "home" / name / notebook.name)
-        _own(box / "home", uid, writable=False)
-        _own(box / "home" / stage, uid, writable=True)
-        _own(box / "kernel", uid, writable=True)
         for link, channel in zip(links, CHANNELS):
             link.unlink(missing_ok=True)
             link.symlink_to(box / "kernel" / f"ipc-{info[channel]}")
