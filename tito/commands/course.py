@@ -6,7 +6,8 @@ autograded answers (each named in the line above it), a first cell that imports 
 earlier modules (tito.fetched), and after each task a graded cell worth that task's points in the hidden
 suite. A graded cell holds no test: during autograde the judge (tito.nbgrader_judge.JudgeScores, in the
 nbgrader process) writes its result. Running it again rewrites the source notebooks and the modes of the
-course's folders and nothing else: grades and submissions stay.
+course's folders and nothing else: grades and submissions stay. A folder that holds anything but a course,
+or a damaged gradebook, is refused before anything changes.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import sys
 import tempfile
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +72,9 @@ c.ClearSolutions.code_stub = {{"python": "### BEGIN YOUR SOLUTION\\n"
 # Autograde runs every notebook in a kernel sandboxed by tito ({protection}); its channels to nbgrader
 # are Unix sockets bound into the sandbox (ZMQ's ipc transport), so it needs no network.
 c.Execute.kernel_name = "{kernel}"
-c.Execute.timeout = 300
+c.Execute.timeout = 300  # seconds per cell
 c.Execute.interrupt_on_timeout = True
+c.ExecuteForFeedback.notebook_timeout = 900  # seconds for the whole notebook: the cells left then do not run
 c.KernelManager.transport = "ipc"
 
 # The scores are the judge's: after Execute, in this (trusted) process, JudgeScores grades the notebook
@@ -217,13 +221,61 @@ def student_config(course: Path) -> str:
     return STUDENT_CONFIG.format(exchange=str(course / "exchange"))
 
 
+# the first line of CONFIG: a folder whose nbgrader_config.py says so is a course tito made
+WRITTEN_BY_TITO = "written by `tito course init`"
+# what CONFIG's comment says of the kernel's box on a machine without bubblewrap (the judge refuses there)
+NO_BUBBLEWRAP = ("a bubblewrap sandbox; bubblewrap was missing when this file was written, and autograde refuses "
+                 "to grade, writing no score, until it is installed")
+
+
+def is_course(course: Path) -> bool:
+    """Whether `course` is a TinyTorch course already: its nbgrader_config.py was written by tito, or (that file
+    moved away, as the README says to get the current one) it holds source/ and gradebook.db."""
+    config = course / "nbgrader_config.py"
+    if config.is_file() and WRITTEN_BY_TITO in config.read_text(encoding="utf-8", errors="replace")[:200]:
+        return True
+    return (course / "source").is_dir() and (course / "gradebook.db").is_file()
+
+
+def check_folder(course: Path) -> None:
+    """Refuse, before anything changes, a course folder that cannot be one: a file, a path under a file, a
+    folder holding something else (a home, /srv: init would change its mode for everyone), or a gradebook
+    SQLite cannot read."""
+    for folder in (course, *course.parents):
+        if not folder.exists():
+            continue
+        if folder.is_dir():
+            break
+        if folder == course:
+            raise TitoError(f"{course} is a file, not a folder: give the folder for the nbgrader course")
+        raise TitoError(f"{folder} is a file, so {course} cannot be made under it: give a folder for the course "
+                        "elsewhere")
+    if course.is_dir() and any(course.iterdir()) and not is_course(course):
+        raise TitoError(f"{course} already holds files and is not a TinyTorch course (no nbgrader_config.py "
+                        "written by tito, no source/ and gradebook.db), so tito leaves it alone: give a new or "
+                        "empty folder for the course")
+    gradebook = course / "gradebook.db"
+    if gradebook.is_file() and gradebook.stat().st_size > 0:
+        try:
+            with closing(sqlite3.connect(f"{gradebook.as_uri()}?mode=ro", uri=True)) as database:
+                verdict = str(database.execute("PRAGMA quick_check").fetchone()[0])
+        except sqlite3.Error as error:
+            verdict = str(error)
+        if verdict != "ok":
+            raise TitoError(f"{gradebook} is damaged (SQLite: {verdict[:200]}), so tito changed nothing: restore "
+                            "it from a backup, or move it away and run `tito course init` again for an empty one "
+                            "(then `nbgrader generate_assignment` and `nbgrader autograde` fill it again from "
+                            "source/ and submitted/)")
+
+
 def write_course(root: Path, course: Path) -> list[str]:
-    """Create or update the course; returns what was written."""
+    """Create or update the course (after `check_folder`); returns what was written."""
+    check_folder(course)
     written = []
     course.mkdir(parents=True, exist_ok=True)
     config = course / "nbgrader_config.py"
     if not config.exists():
-        protection = sandbox.describe("bwrap" if sandbox.bwrap_available() else "none")
+        protection = sandbox.describe("bwrap") if sandbox.bwrap_available() else NO_BUBBLEWRAP
         config.write_text(CONFIG.format(kernel=KERNEL_NAME, protection=protection),
                           encoding="utf-8")
         written.append(str(config))
@@ -259,16 +311,19 @@ def write_course(root: Path, course: Path) -> list[str]:
 def init(directory: Path) -> int:
     root = find_root()
     course = directory.resolve()
-    if course.exists() and not course.is_dir():
-        raise TitoError(f"{course} is a file, not a folder: give the folder for the nbgrader course")
-    written = write_course(root, course)
+    try:
+        written = write_course(root, course)
+    except OSError as error:  # an unwritable place, a full disk: what was written stays, and is rewritten next time
+        where = error.filename or course
+        raise TitoError(f"could not write {where} ({error.strerror or error}): give a course folder in a place "
+                        "you can write") from None
     for path in written:
         console.info(f"wrote {path}")
     if not written:
         console.info(f"{course} is up to date")
     if not sandbox.bwrap_available():
-        console.warn("bubblewrap is missing: during autograde the judge grades without a sandbox; install it "
-                     "(Debian/Ubuntu: `sudo apt install bubblewrap`)")
+        console.warn("bubblewrap is missing: `nbgrader autograde` will refuse to grade (it exits with an error and "
+                     "writes no score) until it is installed (Debian/Ubuntu: `sudo apt install bubblewrap`)")
     console.info(f"next: cd {course} && nbgrader generate_assignment 01_tensor && "
                  "nbgrader release_assignment 01_tensor")
     return 0
