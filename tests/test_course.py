@@ -11,16 +11,21 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import jupytext
 import nbformat
+import psutil
 import pytest
 from nbgrader.api import Gradebook
+from test_course_init import NOBODY, as_user
 
 from conftest import REPO, stage_numbers, tito
 from student import fill_nbgrader_release
@@ -31,16 +36,32 @@ BIN = Path(sys.executable).parent
 STAGES = [p.name for p in sorted((REPO / "solutions").iterdir()) if p.name[:2] in stage_numbers()]
 
 
-def nbgrader(*args: str, cwd: Path, timeout: float = 900, config: Path | None = None) -> subprocess.CompletedProcess:
-    """A real nbgrader command; `config` is a student's ~/.jupyter/nbgrader_config.py."""
-    env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}", "HOME": str(cwd)}
+# nbgrader in this interpreter, then its own peak resident memory (KiB) on stderr: the nbgrader process alone,
+# not the kernels and boxes it starts
+MEASURED = """import resource, sys
+from nbgrader.apps.nbgraderapp import main
+try:
+    main()
+finally:
+    print("nbgrader peak RSS KiB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+"""
+
+
+def nbgrader(*args: str, cwd: Path, timeout: float = 900, config: Path | None = None, check: bool = True,
+             path: str | None = None, measured: bool = False) -> subprocess.CompletedProcess:
+    """A real nbgrader command; `config` is a student's ~/.jupyter/nbgrader_config.py; `path` replaces PATH;
+    `measured` ends stderr with the line of MEASURED."""
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}" if path is None else path, "HOME": str(cwd)}
     env.pop("PYTHONPATH", None)
     if config is not None:
         (cwd / ".jupyter").mkdir(exist_ok=True)
         shutil.copy2(config, cwd / ".jupyter" / "nbgrader_config.py")
-    done = subprocess.run([str(BIN / "nbgrader"), *args], cwd=cwd, env=env, capture_output=True, text=True,
+    program = [sys.executable, "-c", MEASURED] if measured else [str(BIN / "nbgrader")]
+    done = subprocess.run([*program, *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    if check:
+        assert done.returncode == 0, \
+            f"nbgrader {' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done
 
 
@@ -522,3 +543,157 @@ def secret_lines(name: str) -> list[str]:
     shown = "\n".join(outside)
     solution = [line for line in inside if len(line) > 12 and line not in shown and not line.startswith("#")]
     return solution + hidden_lines(name)
+
+
+# ---------------------------------------------------------------------------------------------------
+# An autograde that cannot grade, and a notebook that floods nbgrader: a course of its own with 01 only,
+# so these need not wait for the class above.
+
+FLOODS = ("from IPython.display import display\n\nwhile True:\n    print('x' * 10**6)\n"
+          "    display({'text/plain': 'y' * 10**6}, raw=True)\n")
+NOTEBOOK_SECONDS = 15  # the test's notebook deadline (the course's own is 900)
+
+
+@pytest.fixture(scope="module")
+def small_course(tmp_path_factory):
+    """01 generated; alice's reference, flo's reference after a cell that prints without end, quinn's
+    reference (for the grader without bubblewrap) submitted."""
+    from tito.commands.course import write_course
+
+    course = tmp_path_factory.mktemp("small") / "course"
+    write_course(REPO, course)
+    name = STAGES[0]
+    nbgrader("generate_assignment", name, cwd=course)
+    for student in ("alice", "flo", "quinn"):
+        submit(course, student, name, course / "release" / name / f"{name}.ipynb")
+        fill_nbgrader_release(course / "submitted" / student / name / f"{name}.ipynb",
+                              REPO / "solutions" / name / f"{name}.py")
+    edit(course / "submitted" / "flo" / name / f"{name}.ipynb",
+         lambda nb: nb.cells.insert(2, nbformat.v4.new_code_cell(FLOODS)))
+    return course
+
+
+def auto_scores(course: Path, student: str) -> list:
+    """The autograded score of each graded cell of the student's 01 in the gradebook (None: not graded)."""
+    from nbgrader.api import MissingEntry
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        try:
+            notebook = gradebook.find_submission_notebook(STAGES[0], STAGES[0], student)
+        except MissingEntry:
+            return []
+        return [grade.auto_score for grade in notebook.grades]
+
+
+def peak_rss(done: subprocess.CompletedProcess) -> int:
+    """Bytes: the nbgrader process's own peak resident memory, from MEASURED's line."""
+    return int(re.findall(r"nbgrader peak RSS KiB (\d+)", done.stderr)[-1]) * 1024
+
+
+def test_autograde_without_bubblewrap_fails_and_writes_no_score(small_course):
+    """A grader that cannot grade says so with its exit status and leaves the gradebook as it was, rather than
+    scoring complete work 0."""
+    done = nbgrader("autograde", STAGES[0], "--student", "quinn", cwd=small_course, check=False, path=str(BIN))
+    assert done.returncode != 0
+    assert "bubblewrap is missing" in done.stdout + done.stderr
+    scores = auto_scores(small_course, "quinn")
+    assert all(score is None for score in scores), scores
+    assert not (small_course / "autograded" / "quinn" / STAGES[0] / f"{STAGES[0]}.ipynb").exists()
+
+
+def _watch_boxes(nbgrader_pid: list[int], seen: dict, stop: threading.Event) -> None:
+    """While autograde runs: every kernel box of that nbgrader, once its kernel listens, with its modes and
+    what another account can read there."""
+    while not stop.wait(0.05):
+        for box in Path(tempfile.gettempdir()).glob("tito-kernel-*"):
+            launcher = box.name.split("-")[2]
+            try:
+                if box in seen or not nbgrader_pid or nbgrader_pid[0] not in \
+                        [parent.pid for parent in psutil.Process(int(launcher)).parents()]:
+                    continue
+                if not list((box / "kernel").glob("ipc-*")):
+                    continue  # the kernel is not listening yet
+                entries = [box, *(path for path in box.rglob("*") if not path.is_socket())]  # (the kernel's own)
+                readable = [path for path in entries if path.is_file()
+                            and as_user(NOBODY, "cat", str(path)).returncode == 0]
+                seen[box] = {"modes": {path: stat.S_IMODE(path.lstat().st_mode) for path in entries},
+                             "read by another account": readable}
+            except (OSError, psutil.Error, ValueError):
+                continue
+
+
+def test_a_notebook_that_prints_without_end_keeps_nbgrader_small_and_on_time(small_course):
+    """Invariant 3 for nbgrader's own process: flo's first cell prints and displays a megabyte at a time,
+    without end. nbgrader's peak memory stays within 256 MB of an honest notebook's, the execution stops at
+    the notebook's deadline and the judge grades flo anyway. Meanwhile the kernel box of alice's autograde is
+    unreadable to other accounts."""
+    stop, seen, pid = threading.Event(), {}, []
+    watcher = threading.Thread(target=_watch_boxes, args=(pid, seen, stop), daemon=True)
+    watcher.start()
+    started = time.monotonic()
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}", "HOME": str(small_course)}
+    env.pop("PYTHONPATH", None)
+    process = subprocess.Popen([sys.executable, "-c", MEASURED, "autograde", STAGES[0], "--student", "alice"],
+                               cwd=small_course, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pid.append(process.pid)
+    out, err = process.communicate(timeout=600)
+    honest_seconds = time.monotonic() - started
+    stop.set()
+    watcher.join()
+    assert process.returncode == 0, err[-3000:]
+    honest = peak_rss(subprocess.CompletedProcess([], 0, out, err))
+    started = time.monotonic()
+    flood = nbgrader("autograde", STAGES[0], "--student", "flo", f"--ExecuteForFeedback.notebook_timeout="
+                     f"{NOTEBOOK_SECONDS}", "--Execute.timeout=300", cwd=small_course, measured=True)
+    flood_seconds = time.monotonic() - started
+    print(f"nbgrader peak RSS: honest {honest >> 20} MiB in {honest_seconds:.1f} s, "
+          f"flooding {peak_rss(flood) >> 20} MiB in {flood_seconds:.1f} s")
+    assert peak_rss(flood) <= honest + (256 << 20), (honest >> 20, peak_rss(flood) >> 20)
+    # the honest run executes every cell in a few seconds; the flood stops at its deadline, then a few
+    # seconds of interrupt and shutdown
+    assert flood_seconds <= honest_seconds + NOTEBOOK_SECONDS + 30
+    notebook = nbformat.read(small_course / "autograded" / "flo" / STAGES[0] / f"{STAGES[0]}.ipynb", as_version=4)
+    printed = "\n".join(str(output.get("text", "")) + str(output.get("evalue", ""))
+                        for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs)
+    assert "the cells below did not run" in printed
+    assert auto_scores(small_course, "flo") == auto_scores(small_course, "alice")
+    assert all(score is not None for score in auto_scores(small_course, "alice"))
+    # alice's box, while her kernel ran
+    assert seen, "no kernel box of this autograde was seen"
+    for box, found in seen.items():
+        assert not found["read by another account"], found["read by another account"]
+        assert all(mode & 0o077 == 0 for path, mode in found["modes"].items() if path != box), found["modes"]
+        assert found["modes"][box] & 0o007 == 0
+
+
+# ExecuteForFeedback alone, on the instructor's own kernel (the sockets' caps are nbgrader's side), in a fresh
+# interpreter that prints its own peak resident memory
+EXECUTES = """import resource, sys
+import nbformat
+from tito.nbgrader_judge import ExecuteForFeedback
+
+cells = [nbformat.v4.new_code_cell(source) for source in sys.argv[1:]]
+notebook = nbformat.v4.new_notebook(cells=cells)
+ExecuteForFeedback(kernel_name="python3", timeout=120).preprocess(notebook, {"metadata": {"path": "/tmp"}})
+print(nbformat.writes(notebook))
+print("nbgrader peak RSS KiB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+"""
+
+
+def execute_for_feedback(*cells: str) -> tuple[int, object]:
+    done = subprocess.run([sys.executable, "-c", EXECUTES, *cells], capture_output=True, text=True, timeout=300,
+                          cwd="/tmp")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return peak_rss(done), nbformat.reads(done.stdout, as_version=4)
+
+
+def test_one_huge_message_never_reaches_nbgrader_and_ends_the_execution():
+    """A 300 MB print is one message: ZMQ refuses it before nbgrader's process holds it (it would take about
+    a gigabyte there), and the execution ends at once rather than at a timeout."""
+    honest, _ = execute_for_feedback("print('hello')")
+    started = time.monotonic()
+    huge, notebook = execute_for_feedback("print('hello')", "print('h' * 300_000_000)", "print('after')")
+    assert time.monotonic() - started < 60
+    assert huge <= honest + (256 << 20), (honest >> 20, huge >> 20)
+    assert "larger than 4 MiB" in notebook.cells[1].outputs[-1].evalue
+    assert notebook.cells[2].outputs == []

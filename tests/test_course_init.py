@@ -1,15 +1,21 @@
 """`tito course init` in process: the layout and modes a shared server needs, the student's configuration,
-and source notebooks whose released form fits a fetched notebook (no nbgrader run: see test_course.py)."""
+source notebooks whose released form fits a fetched notebook, what it refuses; and what autograde's kernel
+box and judge keep from other accounts (no nbgrader run: see test_course.py)."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import stat
+import subprocess
+import sys
 
 import nbformat
 import pytest
 
 from tito.commands.course import KERNEL_NAME, source_notebook, write_course
+from tito.errors import TitoError
 from tito.nbgrader_judge import LEARNER_ONLY, task_of
 from tito.project import stages
 
@@ -97,22 +103,176 @@ def test_source_notebooks_fit_the_course(stage):
     nbformat.validate(notebook)
 
 
-def test_a_notebook_the_judge_cannot_grade_scores_zero_in_every_graded_cell():
-    """Whatever fails in the judge, each graded cell ends in an error (nbgrader: 0), never with the
-    kernel's output: here a forged result the kernel printed, and a notebook of no known assignment."""
-    from nbgrader.utils import determine_grade
-
+def test_a_notebook_the_judge_cannot_grade_gets_no_score_at_all():
+    """A fault of the grader's (here a notebook of no known assignment) raises: nbgrader then keeps nothing of
+    that notebook's autograde (not the kernel's forged output, not a 0) and exits non-zero."""
     from tito.nbgrader_judge import JudgeScores
 
     notebook = source_notebook(stages(REPO)[0])
-    graded = [cell for cell in notebook.cells if task_of(cell) is not None]
-    for cell in graded:
-        cell.outputs = [nbformat.v4.new_output("execute_result", data={"text/plain": "1000.0"})]
-    JudgeScores().preprocess(notebook, {"nbgrader": {"assignment": "99_nothing", "student": "mallory"}})
-    for cell in graded:
-        assert [output.output_type for output in cell.outputs] == ["error"]
-        assert "could not grade this notebook" in cell.outputs[0].evalue
-        assert determine_grade(cell)[0] == 0
+    for cell in notebook.cells:
+        if task_of(cell) is not None:
+            cell.outputs = [nbformat.v4.new_output("execute_result", data={"text/plain": "1000.0"})]
+    with pytest.raises(TitoError, match="could not grade 99_nothing of mallory"):
+        JudgeScores().preprocess(notebook, {"nbgrader": {"assignment": "99_nothing", "student": "mallory"}})
+
+
+def test_without_bubblewrap_the_judge_refuses_rather_than_scoring_zero(monkeypatch):
+    from tito import sandbox
+    from tito.nbgrader_judge import JudgeScores
+
+    monkeypatch.setattr(sandbox, "bwrap_available", lambda: False)
+    stage = stages(REPO)[0]
+    with pytest.raises(TitoError, match="bubblewrap is missing"):
+        JudgeScores().preprocess(source_notebook(stage), {"nbgrader": {"assignment": stage.name, "student": "alice"}})
+
+
+# ---------------------------------------------------------------------------------------------------
+# What autograde's kernel box and the judge's scratch hold is for the box's user alone: a student's
+# submissions, the kernel's key, the drawn cases.
+
+def as_user(uid: int, *command: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *command],
+                          capture_output=True, text=True, timeout=30)
+
+
+NOBODY = 65534  # another account of the machine
+
+
+def test_the_kernel_box_is_unreadable_by_other_accounts(tmp_path):
+    """The box folder sandboxed_kernel.make_box builds for a student's autograde of 03: the copies of the
+    working folder and of the same student's 01 and 02 are the box user's alone (0700/0600, owned by it
+    under root), the folder itself at most crossable by that user; checked as another account too."""
+    from tito import sandbox
+    from tito.sandboxed_kernel import make_box
+
+    work = tmp_path / "course" / "autograded" / "alice" / "03_activations"
+    work.mkdir(parents=True)
+    (work / "03_activations.ipynb").write_text("{}")
+    (work / "data").mkdir()
+    (work / "data" / "table.csv").write_text("1,2\n")
+    for earlier in ("01_tensor", "02_autograd"):
+        folder = tmp_path / "course" / "submitted" / "alice" / earlier
+        folder.mkdir(parents=True)
+        (folder / f"{earlier}.ipynb").write_text('{"secret": "alice\'s work"}')
+    uid = sandbox.box_uid(100) if os.geteuid() == 0 else os.getuid()
+    box = make_box(work, {"transport": "ipc", "ip": "kernel", "key": "the kernel's key"}, uid)
+    try:
+        inside = sorted(box.rglob("*"))
+        assert box / "home" / "01_tensor" / "01_tensor.ipynb" in inside
+        assert box / "home" / "03_activations" / "data" / "table.csv" in inside
+        assert box / "kernel" / "connection.json" in inside
+        assert mode(box) & 0o007 == 0, oct(mode(box))
+        for path in inside:
+            assert mode(path) & 0o077 == 0, (path, oct(mode(path)))
+            assert path.stat().st_uid == uid, path
+        if os.geteuid() == 0:  # as root: the box's user crosses the folder, nobody else
+            assert mode(box) == 0o710 and box.stat().st_gid == uid
+            for path in [box, *inside]:
+                assert as_user(NOBODY, "cat" if path.is_file() else "ls", str(path)).returncode != 0, path
+            assert as_user(uid, "cat", str(box / "home" / "02_autograd" / "02_autograd.ipynb")).returncode == 0
+            assert as_user(uid, "ls", str(box)).returncode != 0  # crossable, not listable
+    finally:
+        shutil.rmtree(box)
+
+
+def test_the_judges_scratch_is_unreadable_by_other_accounts():
+    from tito import sandbox
+    from tito.nbgrader_judge import _scratch
+
+    folder = _scratch()
+    if os.geteuid() == 0:
+        assert mode(folder) == 0o710 and folder.stat().st_gid == sandbox.box_uid(0)
+        (folder / "cases").mkdir(exist_ok=True)
+        assert as_user(NOBODY, "ls", str(folder / "cases")).returncode != 0
+    else:
+        assert mode(folder) == 0o700
+
+
+# ---------------------------------------------------------------------------------------------------
+# Bad input: one sentence, a non-zero exit, nothing changed.
+
+def init_command(capsys, folder) -> tuple[int, str]:
+    from tito.main import main
+
+    code = main(["course", "init", str(folder)])
+    return code, capsys.readouterr().err
+
+
+def snapshot(folder):
+    return {path: (mode(path), path.stat().st_mtime_ns) for path in [folder, *folder.rglob("*")]}
+
+
+def test_init_refuses_a_folder_that_holds_something_else(tmp_path, capsys):
+    """`tito course init ~` (a typo) must not turn a home into a course, nor change its mode for everyone."""
+    home = tmp_path / "home"
+    (home / "data").mkdir(parents=True)
+    (home / "notes.txt").write_text("notes\n")
+    home.chmod(0o1777)
+    before = snapshot(home)
+    code, said = init_command(capsys, home)
+    assert code == 2 and "is not a TinyTorch course" in said and "Traceback" not in said
+    assert len(said.strip().splitlines()) == 1
+    assert snapshot(home) == before
+
+
+def test_init_takes_an_empty_folder_and_its_own_course_even_without_its_configuration(course, tmp_path):
+    from tito.commands.course import check_folder, is_course
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    check_folder(empty)
+    assert is_course(course)
+    moved = tmp_path / "moved"  # the README: move an old nbgrader_config.py away to get the current one
+    moved.mkdir()
+    (moved / "source").mkdir()
+    (moved / "gradebook.db").touch()
+    check_folder(moved)
+
+
+def test_init_under_a_file_is_one_sentence(tmp_path, capsys):
+    (tmp_path / "a-file").write_text("x")
+    code, said = init_command(capsys, tmp_path / "a-file" / "course")
+    assert code == 2 and "a-file is a file, so" in said and "Traceback" not in said
+    assert not (tmp_path / "a-file").is_dir()
+
+
+def test_init_in_an_unwritable_place_is_one_sentence(tmp_path, capsys):
+    parent = tmp_path / "locked"
+    parent.mkdir()
+    if os.geteuid() == 0:  # root writes anywhere: try as another account
+        parent.chmod(0o755)
+        tmp_path.chmod(0o755)
+        done = as_user(NOBODY, sys.executable, "-m", "tito", "course", "init", str(parent / "course"))
+        code, said = done.returncode, done.stderr
+    else:
+        parent.chmod(0o555)
+        code, said = init_command(capsys, parent / "course")
+    assert code == 2 and "could not write" in said and "Permission denied" in said, said
+    assert "Traceback" not in said
+    assert list(parent.iterdir()) == []
+
+
+def test_init_names_a_damaged_gradebook_and_changes_nothing(tmp_path, capsys):
+    course = tmp_path / "course"
+    (course / "source").mkdir(parents=True)
+    (course / "gradebook.db").write_bytes(b"\x00garbage" * 100)  # as after an overwritten header
+    before = snapshot(course)
+    code, said = init_command(capsys, course)
+    assert code == 2 and f"{course / 'gradebook.db'} is damaged" in said and "restore it from a backup" in said
+    assert "Traceback" not in said
+    assert snapshot(course) == before
+
+
+def test_without_bubblewrap_init_says_autograde_will_refuse(tmp_path, capsys, monkeypatch):
+    from tito import sandbox
+    from tito.commands.course import init
+
+    monkeypatch.setattr(sandbox, "bwrap_available", lambda: False)
+    assert init(tmp_path / "course") == 0
+    said = capsys.readouterr().err
+    assert "will refuse to grade" in said and "without a sandbox" not in said
+    config = (tmp_path / "course" / "nbgrader_config.py").read_text()
+    assert "autograde refuses to grade" in config and "grader's rights" not in config
 
 
 def test_messages_withhold_every_line_of_the_reference():
