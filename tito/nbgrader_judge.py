@@ -19,6 +19,7 @@ wrong configuration) the cell ends in an error, and nbgrader gives it 0.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import math
 import os
@@ -198,11 +199,13 @@ class ExecuteForFeedback(Execute):
 
     async def _async_check_alive(self) -> None:
         """nbclient asks this every second while a cell runs: a channel ZMQ closed ends the execution too."""
+        await super()._async_check_alive()
         if isinstance(self.kc, _CappedClient) and self.kc.closed():
+            await asyncio.sleep(1.0)  # a kernel that dies closes its channels too: then it is said to have died
+            await super()._async_check_alive()
             self._stopped = (f"the kernel sent a message larger than {MESSAGE_BYTES >> 20} MiB, which closed its "
                              "channel to nbgrader")
             raise DeadKernelError(self._stopped)
-        await super()._async_check_alive()
 
     def _get_timeout(self, cell: Any) -> int | None:
         """The cell's own timeout, or less: what is left of the notebook's time."""
