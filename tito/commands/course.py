@@ -16,6 +16,7 @@ import json
 import os
 import re
 import sqlite3
+import stat
 import sys
 import tempfile
 from contextlib import closing
@@ -63,6 +64,12 @@ here = os.path.dirname(os.path.abspath(__file__))
 c.CourseDirectory.root = here
 c.CourseDirectory.course_id = "tinytorch"
 c.Exchange.root = os.path.join(here, "exchange")  # students fetch and submit with --Exchange.root=<this>
+
+# Collect takes a student's submission only from files that student owns, never through a link; any other
+# submission (a classmate's name on it, a link, a special file) is refused with one log line, and only it.
+c.ExchangeFactory.collect = "tito.nbgrader_exchange.CollectOwnFiles"
+# nbgrader export writes grades.csv readable by you alone.
+c.ExportApp.plugin_class = "tito.nbgrader_exchange.PrivateCsvExport"
 
 # Stubs in the released notebooks (nbgrader replaces each solution region with this).
 c.ClearSolutions.code_stub = {{"python": "### BEGIN YOUR SOLUTION\\n"
@@ -208,12 +215,27 @@ def install_kernel() -> None:
     os.replace(stream.name, target)
 
 
+# the classes of tito.nbgrader_exchange that CONFIG sets: a course's config without them predates them
+EXCHANGE_CLASSES = ("CollectOwnFiles", "PrivateCsvExport")
 # Who may see what on a shared server: the course folder can be crossed but not listed, so students reach
 # the exchange (world-writable, sticky: nobody removes another's files) and nothing else; the instructor's
-# folders, the gradebook and the course key are the instructor's alone.
+# folders, the gradebook, the course key and nbgrader export's grades.csv are the instructor's alone.
 PRIVATE_FOLDERS = ("source", "release", "submitted", "autograded", "feedback")
-PRIVATE_FILES = ("gradebook.db", ".tito-course-key", "nbgrader_config.py")
+PRIVATE_FILES = ("gradebook.db", ".tito-course-key", "nbgrader_config.py", "grades.csv")
 MODES = {".": 0o711, "exchange": 0o1777, **dict.fromkeys(PRIVATE_FOLDERS, 0o700), **dict.fromkeys(PRIVATE_FILES, 0o600)}
+
+
+def closed_folders(course: Path) -> list[Path]:
+    """The folders above the course that other accounts cannot cross (no o+x, as Ubuntu's 0750 homes): through
+    them no student reaches the exchange."""
+    closed = []
+    for folder in reversed(course.parents):
+        try:
+            if not folder.stat().st_mode & stat.S_IXOTH:
+                closed.append(folder)
+        except OSError:
+            continue
+    return closed
 
 
 def student_config(course: Path) -> str:
@@ -282,6 +304,10 @@ def write_course(root: Path, course: Path) -> list[str]:
     elif "JudgeScores" not in config.read_text(encoding="utf-8", errors="replace"):
         console.warn(f"{config} predates the judge in autograde (JudgeScores) and kept the old kernel: move it away "
                      "and run `tito course init` again to get the current one")
+    if not all(name in config.read_text(encoding="utf-8", errors="replace") for name in EXCHANGE_CLASSES):
+        console.warn(f"{config} predates tito's collect and export ({', '.join(EXCHANGE_CLASSES)}), so `nbgrader "
+                     "collect` takes work handed in under a classmate's name or through a link and grades.csv is "
+                     "readable by every account: move it away and run `tito course init` again to get the current one")
     for name in ("exchange", *PRIVATE_FOLDERS):
         (course / name).mkdir(exist_ok=True)
     students = course / "student_nbgrader_config.py"
@@ -324,6 +350,9 @@ def init(directory: Path) -> int:
     if not sandbox.bwrap_available():
         console.warn("bubblewrap is missing: `nbgrader autograde` will refuse to grade (it exits with an error and "
                      "writes no score) until it is installed (Debian/Ubuntu: `sudo apt install bubblewrap`)")
+    if closed := " ".join(str(folder) for folder in closed_folders(course)):
+        console.warn(f"students cannot reach the exchange, as other accounts cannot cross {closed}: "
+                     f"`chmod o+x {closed}` fixes it")
     console.info(f"next: cd {course} && nbgrader generate_assignment 01_tensor && "
                  "nbgrader release_assignment 01_tensor")
     return 0
