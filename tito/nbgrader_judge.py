@@ -339,7 +339,7 @@ class JudgeScores(NbGraderPreprocessor):
                 lost.setdefault(check.task, []).append(f"lost {check.max_points:g} points: {check.public}")
         scores = {}
         for task, points in grade.task_scores().items():
-            lines = [*grade.notes, *lost[task]] if task in lost else [f"task {task}: every check passed"]
+            lines = [*grade.feedback_notes(), *lost[task]] if task in lost else [f"task {task}: every check passed"]
             scores[task] = (points, lines)
         return scores
 
