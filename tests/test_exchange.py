@@ -291,3 +291,36 @@ def test_init_names_a_folder_above_the_exchange_that_students_cannot_cross(excha
     warnings = [line for line in run.stderr.splitlines() if "cannot cross" in line]
     assert len(warnings) == 1 and f"`chmod o+x {base}` fixes it" in warnings[0], run.stderr
     assert stat.S_IMODE(grades.stat().st_mode) == 0o600
+
+
+def test_a_file_swapped_for_a_link_after_the_check_is_not_followed(tmp_path, monkeypatch):
+    """Between a name's check and its opening, a student replaces their notebook by a link to a secret: the
+    copy opens the name without following it (O_NOFOLLOW: ELOOP) and refuses the submission; nothing of the
+    secret is copied."""
+    from tito.nbgrader_exchange import OPEN_FILE, Refused, _Walk
+
+    secret = tmp_path / "secret"
+    secret.write_text("the course key")
+    folder = tmp_path / "inbound" / "student+01_tensor+2026-12-01 10:00:00.000000 UTC"
+    folder.mkdir(parents=True)
+    (folder / NOTEBOOK).write_text("{}")
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    real_open = os.open
+
+    def swap_then_open(path, flags, *args, **kwargs):
+        if path == NOTEBOOK and flags == OPEN_FILE:
+            (folder / NOTEBOOK).unlink()
+            (folder / NOTEBOOK).symlink_to(secret)
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", swap_then_open)
+    walk = _Walk(student="student", uid=os.getuid(), left=10**6, max_file=10**6, exclude=[], include=["*"],
+                 groupshared=False, log=None)
+    inbound = real_open(folder.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(Refused, match=rf"{NOTEBOOK} changed while it was collected \(Too many levels of symb"):
+            walk.submission(inbound, folder.name, into=str(staging))
+    finally:
+        os.close(inbound)
+    assert not any(b"course key" in path.read_bytes() for path in staging.rglob("*") if path.is_file())

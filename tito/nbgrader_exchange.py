@@ -11,6 +11,7 @@ each one without following a link, and refuses any other submission with one log
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import glob
 import os
@@ -124,8 +125,10 @@ class _Walk:
             try:
                 descriptor = os.open(name, flags, dir_fd=folder)
             except OSError as error:
+                if error.errno not in (errno.ELOOP, errno.ENOENT, errno.ENOTDIR):
+                    raise
                 raise Refused(f"{path or 'its folder'} changed while it was collected ({error.strerror})") from None
-            status = os.fstat(descriptor)
+        status = os.fstat(descriptor)
         if (status.st_dev, status.st_ino) != (checked.st_dev, checked.st_ino):
             os.close(descriptor)
             raise Refused(f"{path or 'its folder'} changed while it was collected")
