@@ -1164,6 +1164,13 @@ def test_the_csv_is_the_graders_and_the_run_names_its_protection(graded_class):
     assert json.loads((graded_class.out / "results.json").read_text())["protection"] == "bwrap"
 
 
+def test_the_reports_are_the_instructors_alone(graded_class):
+    """grades.csv, results.json, summary.md and every feedback file: no other account may read them."""
+    assert graded_class.out.stat().st_mode & 0o777 == 0o700
+    for path in graded_class.out.rglob("*"):
+        assert path.stat().st_mode & 0o077 == 0, f"{path} is readable by other accounts"
+
+
 def test_feedback_explains_lost_points_without_expected_values_or_test_code(graded_class):
     out = graded_class.out
     text = (out / "feedback" / "hard_codes_public_answers.md").read_text()

@@ -206,6 +206,7 @@ def fault_grade(plan: engine.Plan, student: str, mode: str, error: BaseException
 def write_reports(out: Path, grades: list[Grade], plans: dict[str, engine.Plan], isolation: str,
                   key_source: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
+    out.chmod(0o700)  # the instructor's: grades, every check's message, every student's feedback
     with open(out / "grades.csv", "w", newline="", encoding="utf-8", errors="backslashreplace") as stream:
         writer = csv.writer(stream)
         writer.writerow(["student", "stage", "mode", "score", "max_score", "seed", "status"])
@@ -252,6 +253,9 @@ def write_reports(out: Path, grades: list[Grade], plans: dict[str, engine.Plan],
                     lines.append(f"| {check.name} | {check.task} | {failures[check.name]} of {len(chosen)} |")
             lines.append("")
     (out / "summary.md").write_text("\n".join(lines), encoding="utf-8", errors="backslashreplace")
+    for path in out.rglob("*"):
+        if not path.is_symlink():
+            path.chmod(0o700 if path.is_dir() else 0o600)
 
 
 def compare_gradebook(path: Path, grades: list[Grade], names: dict[str, str]) -> tuple[list[str], int]:
