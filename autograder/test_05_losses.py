@@ -447,6 +447,28 @@ def _(case):
     return {"a float64 array": "TypeError", "a float32 Tensor": "TypeError"}
 
 
+def _target_forms(tt, t):
+    """The class indices `t` (int64) in each form a loss accepts."""
+    forms = {"an int64 array": t, "a uint8 array": t.astype(np.uint8), "a list": t.tolist(), "a Tensor": tt.Tensor(t)}
+    return {**forms, "a Python int": int(t)} if t.ndim == 0 else forms
+
+
+@check(task="05.3", points=1, dtype=True,
+       inputs=st.one_of(_class_case("cross_entropy"), _class_case("cross_entropy", batched=False)),
+       describe=lambda case: f"_class_targets(target, {case['x'].shape}) for the class indices {case['t'].tolist()} "
+                             f"as an int64 array, a uint8 array, a list, a Tensor (and a Python int): what it returns")
+def class_targets_returns_int64_arrays(tt, case):
+    """_class_targets returns valid class indices as an int64 numpy array, whatever form they came in."""
+    class_targets, shape = _losses_module(tt)._class_targets, case["x"].shape
+    return {form: class_targets(target, shape) for form, target in _target_forms(tt, case["t"]).items()}
+
+
+@class_targets_returns_int64_arrays.expected
+def _(case):
+    forms = ["an int64 array", "a uint8 array", "a list", "a Tensor"] + (["a Python int"] if case["t"].ndim == 0 else [])
+    return {form: case["t"].astype(np.int64) for form in forms}
+
+
 @check(task="05.7", points=1, inputs=_class_case("cross_entropy"),
        describe=lambda case: f"cross_entropy(logits of shape {case['x'].shape} as a nested list, target "
                              f"{case['t'].tolist()} as a list)")
