@@ -304,7 +304,7 @@ _BACKWARD_ERROR_WORDS = {"non-scalar without grad": "(x * 2).backward() for x of
 
 
 @check(task="02.3", points=1, examples=1, variants={name: st.just({"call": name}) for name in BACKWARD_ERRORS},
-       describe=lambda case: f"{_BACKWARD_ERROR_WORDS[case['call']]}: the error raised")
+       guard=True, describe=lambda case: f"{_BACKWARD_ERROR_WORDS[case['call']]}: the error raised")
 def backward_refuses_with_a_runtime_error(tt, case):
     """backward() raises a RuntimeError without a grad for a non-scalar, or on a tensor that needs no grad."""
     return capture_error(lambda: BACKWARD_ERRORS[case["call"]](tt))["raised"]
@@ -465,7 +465,7 @@ def _raise_inside_no_grad(tt):
         raise ValueError("raised inside no_grad")
 
 
-@check(task="02.4", points=1,
+@check(task="02.4", points=1, guard=True,
        describe=lambda case: "a `with no_grad():` block that raises ValueError, then is_grad_enabled() and x * 2 for "
                              "x with requires_grad")
 def no_grad_restores_grad_mode_after_an_exception(tt, case):

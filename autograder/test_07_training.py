@@ -251,7 +251,7 @@ def accuracy_returns_a_python_float(tt, case):
 accuracy_returns_a_python_float.expected(lambda case: {"for arrays": "float", "for Tensors": "float"})
 
 
-@check(task="07.1", points=1, inputs=st.integers(2, 6).map(lambda n: {"n": n}),
+@check(task="07.1", points=1, guard=True, inputs=st.integers(2, 6).map(lambda n: {"n": n}),
        describe=lambda case: f"accuracy(logits of shape ({case['n']}, 3), targets of shape ({case['n']}, 1))")
 def accuracy_with_mismatched_shapes_raises(tt, case):
     return capture_error(lambda: tt.training.accuracy(np.zeros((case["n"], 3), np.float32), np.zeros((case["n"], 1), np.int64)))
@@ -584,7 +584,7 @@ evaluate_restores_the_training_mode.expected(lambda case: {
                                 "model.training afterwards": mode == "training"} for mode in ("training", "eval")})
 
 
-@check(task="07.5", points=1, inputs=_classification(max_n=12), examples=5,
+@check(task="07.5", points=1, guard=True, inputs=_classification(max_n=12), examples=5,
        describe=lambda case: f"tt.manual_seed(3), evaluate(Linear, CrossEntropyLoss, {len(case['x'])} examples, "
                              f"batch_size={case['batch_size']}), tt.randn(8): against tt.randn(8) right after "
                              f"tt.manual_seed(3)")
@@ -898,7 +898,7 @@ def _(case, output):
 
 
 @check(task="07.8", points=1, describe=lambda case: "load_checkpoint(path, MLP (3, 5, 2)) of a checkpoint of an MLP "
-                                                    "(3, 4, 2)")
+                                                    "(3, 4, 2)", guard=True)
 def load_checkpoint_into_another_architecture_raises(tt, case):
     with tempfile.TemporaryDirectory() as folder:
         tt.training.save_checkpoint(os.path.join(folder, "c.npz"), _mlp(tt, 0, (3, 4, 2)))
@@ -936,7 +936,7 @@ class _Payload:
 
 @check(task="07.8", points=1, describe=lambda case: "load_checkpoint(path, model) of a checkpoint whose extra "
                                                     "'note' is a pickled object array that creates a folder when "
-                                                    "unpickled (np.load needs allow_pickle=False)")
+                                                    "unpickled (np.load needs allow_pickle=False)", guard=True)
 def load_checkpoint_refuses_pickled_objects(tt, case):
     model = _mlp(tt, 0, (2, 3, 2))
     with tempfile.TemporaryDirectory() as folder:

@@ -154,7 +154,7 @@ def _(case):
     return {"len": n, **{f"item {i}": {"tuple": [_tensor(t[i]) for t in case["tensors"]]} for i in [*range(n), -1]}}
 
 
-@check(task="08.1", points=1, inputs=st.tuples(st.integers(1, 5), st.integers(1, 5)).filter(
+@check(task="08.1", points=1, guard=True, inputs=st.tuples(st.integers(1, 5), st.integers(1, 5)).filter(
            lambda pair: pair[0] != pair[1]).map(lambda pair: {"sizes": pair}),
        describe=lambda case: f"TensorDataset(array of shape ({case['sizes'][0]}, 2), array of shape "
                              f"({case['sizes'][1]},))")
@@ -319,7 +319,7 @@ def default_collate_collates_position_by_position(tt, case):
 default_collate_collates_position_by_position.expected(_collated_structure)
 
 
-@check(task="08.3", points=1, inputs=st.tuples(st.integers(1, 3), st.integers(2, 4)).filter(
+@check(task="08.3", points=1, guard=True, inputs=st.tuples(st.integers(1, 3), st.integers(2, 4)).filter(
            lambda pair: pair[0] != pair[1]).map(lambda pair: {"lengths": pair}),
        describe=lambda case: f"default_collate([a tuple of {case['lengths'][0]} ints, a tuple of "
                              f"{case['lengths'][1]} ints])")
@@ -549,7 +549,7 @@ dataloader_keeps_its_pipeline.expected(lambda case: {
     "sampler=s, collate_fn=f": {"sampler is s": True, "collate_fn is f": True, "batch_sampler.sampler is s": True}})
 
 
-@check(task="08.6", points=1, inputs=st.sampled_from(["shuffle=True, sampler=s", "batch_size=0"]).map(
+@check(task="08.6", points=1, guard=True, inputs=st.sampled_from(["shuffle=True, sampler=s", "batch_size=0"]).map(
            lambda how: {"how": how}),
        describe=lambda case: f"DataLoader(a dataset of 5 items, {case['how']})")
 def dataloader_with_contradicting_options_raises(tt, case):

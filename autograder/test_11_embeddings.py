@@ -153,7 +153,7 @@ def _lookup_words(case):
 # 11.1 _check_indices
 
 
-@check(task="11.1", points=1, examples=20,
+@check(task="11.1", points=1, guard=True, examples=20,
        inputs=st.integers(1, 9).flatmap(lambda rows: st.fixed_dictionaries({
            "rows": st.just(rows), "idx": _index(rows), "form": st.sampled_from(["array", "tensor", "list"])})),
        describe=lambda case: f"_check_indices(indices, {case['rows']}) for valid indices of shape {case['idx'].shape} "
@@ -309,7 +309,7 @@ def _(case):
     return np.take(case["w"], case["idx"], axis=0)
 
 
-@check(task="11.3", points=1, examples=5,
+@check(task="11.3", points=1, guard=True, examples=5,
        inputs=st.integers(1, 5).flatmap(lambda rows: st.fixed_dictionaries({
            "w": floats_arrays((rows, 3)), "row": st.integers(0, rows - 1)})),
        describe=lambda case: f"out = _Embedding.apply(indices, weight) for a weight of shape {case['w'].shape} and "
