@@ -553,6 +553,12 @@ def gpt_initialises_like_gpt2(tt, case):
 
 @gpt_initialises_like_gpt2.verdict
 def _(case, output):
+    wanted = set(_param_shapes({"V": 50, "block": 64, "L": 3, "H": 2, "C": 32}))
+    if set(output) != wanted:  # no parameters at all would pass every test below
+        missing, extra = sorted(wanted - set(output)), sorted(set(output) - wanted)
+        raise CheckFailed(f"GPT(50, 64, 3, 2, 32): expected the {len(wanted)} parameters of GPT-2's layout, but "
+                          f"{len(missing)} are missing ({', '.join(missing[:3]) or 'none'}) and {len(extra)} are "
+                          f"not expected ({', '.join(extra[:3]) or 'none'})")
     for name, value in output.items():
         value = np.asarray(value, np.float64)
         what = f"GPT(50, 64, 3, 2, 32): {name}"
