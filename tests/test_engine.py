@@ -13,6 +13,7 @@ import pytest
 
 from tito import engine, sandbox
 from tito.project import stage as find_stage
+from tito.shipped.checklib import Check
 
 SUITE = '''
 import numpy as np
@@ -221,6 +222,32 @@ def test_a_family_of_variants_is_one_check_per_variant(stage, tmp_path):
     assert outcome(result)["unary[exp]"] == (True, "")
     passed, message = outcome(result)["unary[neg]"]
     assert not passed and message.startswith("unary('neg', x)")
+
+
+def test_a_guard_counts_only_beside_its_tasks_checks_of_values():
+    """engine.guarded: a guard (a check constant code could pass, such as an expected error) keeps its points
+    while every check of values of its task passes, loses them naming the one that failed, and a grader fault
+    in a check of values does not cost it."""
+    raises = Check(name="raises_on_a_bad_shape", task="01.1", points=2, compute=lambda tt, case: None, guard=True)
+    values = Check(name="doubles", task="01.1", points=1, compute=lambda tt, case: None)
+    other = Check(name="halts", task="01.2", points=1, compute=lambda tt, case: None)
+
+    def passed(check, fault=False):
+        return engine.CheckResult(check.name, check.task, check.points, check.points, True,
+                                  "grader fault in check doubles" if fault else "", fault=fault)
+
+    def failed(check):
+        return engine.CheckResult(check.name, check.task, 0, check.points, False, "doubles: expected 2 but got 3")
+
+    checks = [raises, values, other]
+    kept = engine.guarded(checks, [passed(raises), passed(values), failed(other)])  # another task's failure
+    assert (kept[0].passed, kept[0].points, kept[0].message) == (True, 2, "")
+    lost = engine.guarded(checks, [passed(raises), failed(values), passed(other)])
+    assert not lost[0].passed and lost[0].points == 0
+    assert "doubles failed" in lost[0].message and "doubles failed" in lost[0].public
+    assert [r.points for r in lost[1:]] == [0, 1]  # only the guard changes
+    fault = engine.guarded(checks, [passed(raises), passed(values, fault=True), passed(other)])
+    assert fault[0].passed and fault[0].points == 2
 
 
 def test_a_package_that_replaces_the_graders_compute_gets_nothing(stage, tmp_path):
