@@ -83,7 +83,8 @@ def _reading(path: str) -> Iterator[None]:
 class _Walk:
     """One pass over one submission folder, through descriptors opened one name at a time without following
     a link: every entry must be a folder or a regular file owned by the student the folder names (so a hard
-    link to anyone else's file is refused too). With `into`, what CourseDirectory.ignore/include/max_file_size
+    link to anyone else's file is refused too), or, for a folder the instructor filed, all by the
+    instructor. With `into`, what CourseDirectory.ignore/include/max_file_size
     let through is copied there, mode and times kept as copytree keeps them."""
 
     student: str
@@ -98,6 +99,10 @@ class _Walk:
     def submission(self, inbound: int, name: str, into: str | None) -> None:
         with _reading(""):
             status = os.stat(name, dir_fd=inbound, follow_symlinks=False)
+        if stat.S_ISDIR(status.st_mode) and status.st_uid == os.geteuid():
+            self.uid = status.st_uid  # filed by the instructor (no student can make a folder of theirs): all theirs
+        if self.uid < 0:
+            raise Refused(f"no account is named {self.student!r}")
         if stat.S_ISDIR(status.st_mode) and status.st_uid != self.uid:
             owner = _account(status.st_uid)
             raise Refused(f"it is filed under {self.student}'s name but its folder belongs to {owner}")
@@ -283,7 +288,7 @@ class CollectOwnFiles(ExchangeCollect):
         try:
             uid = pwd.getpwnam(student).pw_uid
         except (KeyError, UnicodeError):
-            raise Refused(f"no account is named {student!r}") from None
+            uid = -1  # only a submission the instructor filed can be taken then
         coursedir = self.coursedir
         return _Walk(student=student, uid=uid, left=1000 * coursedir.max_dir_size,
                      max_file=1000 * (coursedir.max_file_size or 0), exclude=list(coursedir.ignore or []),
