@@ -110,7 +110,9 @@ def test_folder_zip_and_notebook_per_student_are_all_read(tmp_path: Path) -> Non
     assert found["carol"].notebooks == {"01_tensor": notebook("01_tensor")}
 
 
-def test_nbgrader_course_is_read_from_the_course_folder_and_from_submitted(tmp_path: Path) -> None:
+def test_an_nbgrader_courses_submitted_folder_is_read_a_folder_per_student(tmp_path: Path) -> None:
+    """find reads the folder it is given; which folder that is (a course's submitted/) is `tito grade`'s
+    decision, from the instructor's files (tests/test_reader_bounds.py)."""
     course = tmp_path / "course"
     write(course / "source" / "01_tensor" / "01_tensor.ipynb", notebook())
     write(course / "gradebook.db", b"")
@@ -119,10 +121,9 @@ def test_nbgrader_course_is_read_from_the_course_folder_and_from_submitted(tmp_p
     write(course / "submitted" / "alice" / "02_autograd" / "02_autograd.ipynb", notebook())
     write(course / "submitted" / "bob" / "01_tensor" / "01_tensor.ipynb", notebook())
     expected = {"alice": {"01_tensor": notebook(), "02_autograd": notebook()}, "bob": {"01_tensor": notebook()}}
-    for where in (course, course / "submitted"):
-        found = find(where, STAGES)
-        assert {student: s.notebooks for student, s in found.items()} == expected
-        assert all(not s.notes for s in found.values())
+    found = find(course / "submitted", STAGES)
+    assert {student: s.notebooks for student, s in found.items()} == expected
+    assert all(not s.notes for s in found.values())
 
 
 def test_only_notebooks_of_known_stages_are_kept(tmp_path: Path) -> None:
@@ -245,9 +246,11 @@ def test_a_symlink_to_a_secret_file_is_not_read(tmp_path: Path) -> None:
     (where / "bob.ipynb").symlink_to(secret)
     (where / "carol").symlink_to(tmp_path / "secret")
     found = find_within(5, where)
-    assert list(found) == ["alice"]  # linked student entries are skipped
-    assert found["alice"].notebooks == {}
+    assert list(found) == ["alice", "bob", "carol"]  # a linked entry is a row of its own, graded 0 with a note
+    assert all(s.notebooks == {} for s in found.values())
     assert "alice/01_tensor.ipynb is a symbolic link" in notes_of(found, "alice")
+    assert notes_of(found, "bob") == "bob.ipynb is a symbolic link, which is never followed"
+    assert notes_of(found, "carol") == "carol is a symbolic link, which is never followed"
 
 
 def test_a_fifo_does_not_hang(tmp_path: Path) -> None:
@@ -265,11 +268,11 @@ def test_a_fifo_does_not_hang(tmp_path: Path) -> None:
 # Bounds
 
 
-def test_a_notebook_over_50_mib_is_skipped_with_a_note(tmp_path: Path) -> None:
+def test_a_notebook_over_16_mib_is_skipped_with_a_note(tmp_path: Path) -> None:
     with open(tmp_path / "alice.ipynb", "wb") as stream:
         stream.truncate(submissions.MAX_NOTEBOOK_BYTES + 1)  # sparse: no time or disk spent
     assert find(tmp_path, STAGES)["alice"] == Submission(
-        "alice", {}, ["alice.ipynb is larger than 50 MiB, so it was not read"])
+        "alice", {}, ["alice.ipynb is larger than 16 MiB, so it was not read"])
 
 
 def test_notebooks_past_the_total_bound_of_a_submission_are_not_read(tmp_path: Path,
@@ -355,7 +358,7 @@ def test_a_member_of_300_mib_of_zeros_is_not_unpacked(tmp_path: Path, bytes_unpa
     path = raw_zip(tmp_path / "alice.zip", [("01_tensor.ipynb", zeros, crc, 300 << 20)])
     assert path.stat().st_size < 1 << 20
     found = find(tmp_path, STAGES)
-    assert found["alice"] == Submission("alice", {}, ["alice.zip/01_tensor.ipynb is larger than 50 MiB, "
+    assert found["alice"] == Submission("alice", {}, ["alice.zip/01_tensor.ipynb is larger than 16 MiB, "
                                                       "so it was not read"])
     assert sum(bytes_unpacked) == 0
 
@@ -421,8 +424,15 @@ def test_an_unreadable_notebook_without_a_stage_name_is_no_stage(tmp_path: Path,
 
 
 def test_a_notebook_named_after_its_stage_is_kept_as_bytes_even_if_unreadable(tmp_path: Path) -> None:
+    write(tmp_path / "alice" / "01_tensor.ipynb", b'{"cells": [{')  # graded as what it is: 0 with a note
+    assert find(tmp_path, STAGES)["alice"].notebooks == {"01_tensor": b'{"cells": [{'}
+
+
+def test_a_notebook_named_after_its_stage_too_costly_to_parse_is_not_kept(tmp_path: Path) -> None:
     write(tmp_path / "alice" / "01_tensor.ipynb", b"[" * 100_000)
-    assert find(tmp_path, STAGES)["alice"].notebooks == {"01_tensor": b"[" * 100_000}
+    assert find(tmp_path, STAGES)["alice"] == Submission("alice", {}, [
+        "alice/01_tensor.ipynb is not a readable Jupyter notebook (it nests more than 64 levels deep), "
+        "so it was not graded"])
 
 
 def test_memory_error_reading_a_stage_is_no_stage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

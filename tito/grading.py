@@ -52,19 +52,28 @@ class Grade:
         return scores
 
 
-def course_key(where: Path, out: Path, seed: int | None) -> tuple[str, str]:
-    """(key, where it comes from): `--seed`, else a random key kept in the nbgrader course folder or, for
-    a plain folder of submissions, in the output folder, so every regrade draws the same cases."""
+def course_key(course: Path | None, out: Path, seed: int | None) -> tuple[str, str]:
+    """(key, where it comes from): `--seed`, else a random key kept in the nbgrader course folder (`course`,
+    None for a plain folder of submissions) or else in the output folder, so every regrade draws the same
+    cases. The key file is the instructor's alone (0600)."""
     if seed is not None:
         return str(seed), "--seed"
-    course = where if (where / "submitted").is_dir() else where.parent if where.name == "submitted" else None
+    if course is None:
+        private_folder(out)
     keeper = (course or out) / ".tito-course-key"
     if not keeper.is_file():
-        keeper.parent.mkdir(parents=True, exist_ok=True)
-        descriptor = os.open(keeper, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        descriptor = os.open(keeper, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(descriptor, "w") as stream:
             stream.write(secrets.token_hex(16) + "\n")
+    elif keeper.stat().st_mode & 0o077:
+        keeper.chmod(0o600)
     return keeper.read_text(encoding="utf-8").strip(), str(keeper)
+
+
+def private_folder(folder: Path) -> None:
+    """`folder` made if missing and the instructor's alone (0700), whatever mode it had."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder.chmod(0o700)
 
 
 WITHHELD = "[reference code withheld]"

@@ -1,8 +1,13 @@
 """The trusted reader of a class's submissions: each student's stage notebooks as bytes, read from files that
-students made, maybe with hostile intent, so nothing here follows a link, blocks, or reads without a bound."""
+students made, maybe with hostile intent, so nothing here follows a link, blocks, or reads without a bound.
+
+Every file is opened one name at a time from the folder of the class, each name without following a link
+(`_opened`), so no link at any level, made before or during the reading, leads out of it. What a notebook
+would cost once parsed is bounded before anything parses it (`json_problem`)."""
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import json
@@ -11,15 +16,26 @@ import re
 import stat
 import zipfile
 from collections import deque
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 from typing import IO, BinaryIO
 
 from tito.errors import TitoError
 
-MAX_NOTEBOOK_BYTES = 50 << 20
-MAX_SUBMISSION_BYTES = 200 << 20  # read in all from one student's files
+# The trusted process's memory for one submission: its bytes, held until the class is graded, and one notebook
+# parsed at a time (its text decoded, up to 4 bytes a character, its strings, its cells' sources joined).
+# tests/test_reader_bounds.py measures the worst case against an honest submission. A course notebook is 60 KB.
+MAX_NOTEBOOK_BYTES = 16 << 20  # as tito.fetched reads a student's own notebooks
+MAX_SUBMISSION_BYTES = 64 << 20  # read in all from one student's files
+# json.loads builds about 80 bytes per value, key and (once a cell's source is split into lines) line: a
+# notebook of this course holds some 3,000 of them, one with 10,000 cells added some 150,000.
+MAX_JSON_VALUES = 500_000
+MAX_JSON_DEPTH = 64  # nbformat nests 6 levels deep, widget states a few more
+MAX_NOTES = 50  # notes kept per submission (a folder of 10,000 links would give 10,000)
+MAX_SHOWN_CHARS = 300  # of a path in a note (a zip member's name may be 64 KiB long)
 MAX_DEPTH = 6  # levels of folders searched below a student's own folder
 MAX_ENTRIES = 10_000  # files and folders looked at in one student's folder
 MAX_ZIP_MEMBERS = 10_000
@@ -59,16 +75,23 @@ class _Candidate:
 
 
 def find(where: Path, stages: Collection[str]) -> dict[str, Submission]:
-    """Every student's submission in `where` by student id, in name order. Only notebooks of `stages` are read."""
-    if not where.is_dir():
-        raise TitoError(f"{where} is not a folder: give the folder that holds the submissions "
-                        f"(an nbgrader course, its submitted/ folder, or one notebook, zip or folder per student)")
-    if (where / "submitted").is_dir():
-        where = where / "submitted"  # an nbgrader course: submitted/<student>/<assignment>/<stage>.ipynb
-    entries = _student_entries(where)
-    if not entries:
-        raise TitoError(f"{where} holds no submissions (expected one notebook, zip or folder per student)")
-    return {student: _read_submission(student, entry, stages) for student, entry in entries.items()}
+    """Every student's submission in the folder `where`, by student id in name order: one notebook, zip or
+    folder per student (for an nbgrader course, its submitted/ folder: the caller decides, from the
+    instructor's files, never from a student's). Only notebooks of `stages` are read."""
+    try:
+        descriptor = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as error:
+        if not where.is_dir():
+            raise TitoError(f"{where} is not a folder: give the folder that holds the submissions (an nbgrader "
+                            f"course, its submitted/ folder, or one notebook, zip or folder per student)") from None
+        raise TitoError(f"cannot list {where}: {error.strerror}") from None
+    try:
+        entries = _student_entries(where, descriptor)
+        if not entries:
+            raise TitoError(f"{where} holds no submissions (expected one notebook, zip or folder per student)")
+        return {student: _read_submission(student, entry, descriptor, stages) for student, entry in entries.items()}
+    finally:
+        os.close(descriptor)
 
 
 def feedback_filename(student: str) -> str:
@@ -85,10 +108,10 @@ def feedback_filename(student: str) -> str:
     return safe + ".md"
 
 
-def _student_entries(where: Path) -> dict[str, os.DirEntry]:
+def _student_entries(where: Path, descriptor: int) -> dict[str, os.DirEntry]:
     """The entry of each student: refuses two entries for one student rather than merge or drop either."""
     try:
-        with os.scandir(where) as listing:
+        with os.scandir(descriptor) as listing:
             entries = sorted(listing, key=lambda entry: entry.name)
     except OSError as error:
         raise TitoError(f"cannot list {where}: {error.strerror}") from error
@@ -104,77 +127,98 @@ def _student_entries(where: Path) -> dict[str, os.DirEntry]:
     return found
 
 
+def _leads_to_folder(link: os.DirEntry) -> bool:
+    """Whether a link's target is a folder: a stat through it, never a read."""
+    try:
+        return link.is_dir()
+    except OSError:
+        return False
+
+
 def _student_of(entry: os.DirEntry) -> str | None:
-    """The student whose submission the entry is, or None for an entry that is no submission."""
-    if entry.name.startswith(".") or entry.is_symlink():
-        return None  # a link could make anyone's file pass for the student's own
-    if entry.is_dir(follow_symlinks=False):
-        return entry.name
+    """The student whose submission the entry is, or None for an entry that is no submission. A link named
+    like a submission, or leading to a folder, is one: never followed, it is graded 0 with a note, so that
+    the student's row says why rather than missing."""
+    if entry.name.startswith("."):
+        return None
     for suffix in (".zip", ".ipynb"):
         if entry.name.endswith(suffix):
             return entry.name.removesuffix(suffix)
-    return None
+    if entry.is_dir(follow_symlinks=False):
+        return entry.name
+    return entry.name if entry.is_symlink() and _leads_to_folder(entry) else None
 
 
-def _read_submission(student: str, entry: os.DirEntry, stages: Collection[str]) -> Submission:
+def _read_submission(student: str, entry: os.DirEntry, top: int, stages: Collection[str]) -> Submission:
+    """The notebooks of one student's entry in the class folder open as `top`."""
     notes: list[str] = []
-    path = Path(entry.path)
+    notebooks: dict[str, bytes] = {}
+    here = (entry.name,)
     try:
-        if entry.is_dir(follow_symlinks=False):
-            notebooks = _choose(_folder_candidates(path, notes), stages, notes)
+        if entry.is_symlink():
+            notes.append(f"{_shown(here)} is a symbolic link, which is never followed")
+        elif entry.is_dir(follow_symlinks=False):
+            with _opened(top, here) as folder:
+                notebooks = _choose(_folder_candidates(folder, entry.name, notes), stages, notes)
         elif entry.name.endswith(".zip"):
-            notebooks = _read_zip(path, stages, notes)
+            notebooks = _read_zip(top, entry.name, stages, notes)
         else:
-            notebooks = _choose([_Candidate((entry.name,), lambda limit: _read_file(path, limit))], stages, notes)
+            notebooks = _choose([_Candidate(here, functools.partial(_read_file, top, here))], stages, notes)
+    except _Unreadable as error:
+        notes.append(f"{_shown(here)} {error}")
     except Exception as error:  # the last resort: one student's files must never stop the grading of the class
-        notes.append(f"{printable(entry.name)} could not be read ({type(error).__name__})")
-        notebooks = {}
+        notes.append(f"{_shown(here)} could not be read ({type(error).__name__})")
+    if len(notes) > MAX_NOTES:
+        notes[MAX_NOTES - 1:] = [f"... and {len(notes) - MAX_NOTES + 1} more problems with the files of "
+                                 f"{_shown(here)}"]
     return Submission(student, notebooks, notes)
 
 
-def _folder_candidates(folder: Path, notes: list[str]) -> list[_Candidate]:
-    """The notebooks in a student's folder, searched breadth first so that a deep or huge tree (a virtual
-    environment, a data set) uses up the bounds only after the shallow notebooks were found."""
+def _folder_candidates(folder: int, name: str, notes: list[str]) -> list[_Candidate]:
+    """The notebooks in a student's folder (open as `folder`), searched breadth first so that a deep or huge
+    tree (a virtual environment, a data set) uses up the bounds only after the shallow notebooks were found.
+    A candidate's parts are its path from the class folder; it is read below `folder`."""
     candidates: list[_Candidate] = []
-    pending: deque[tuple[Path, tuple[str, ...]]] = deque([(folder, (folder.name,))])
+    pending: deque[tuple[str, ...]] = deque([()])
     visited, too_deep = 0, False
     while pending:
-        path, parts = pending.popleft()
+        below = pending.popleft()
         try:
-            with os.scandir(path) as listing:
+            with _opened(folder, below) as descriptor, os.scandir(descriptor) as listing:
                 for entry in listing:
                     visited += 1
                     if visited > MAX_ENTRIES:
-                        notes.append(f"{_shown(parts[:1])} holds more than {MAX_ENTRIES} files and folders; "
+                        notes.append(f"{_shown(name)} holds more than {MAX_ENTRIES} files and folders; "
                                      f"only the first {MAX_ENTRIES} were looked at")
                         return candidates
                     if entry.name.startswith("."):
                         continue  # checkpoints, git, virtual environments, macOS ._ files
-                    here = (*parts, entry.name)
+                    path = (*below, entry.name)
                     mode = entry.stat(follow_symlinks=False).st_mode
-                    if stat.S_ISDIR(mode):
-                        if len(here) - 1 > MAX_DEPTH:
+                    if stat.S_ISLNK(mode):
+                        if entry.name.endswith(".ipynb") or _leads_to_folder(entry):
+                            notes.append(f"{_shown((name, *path))} is a symbolic link, which is never followed")
+                    elif stat.S_ISDIR(mode):
+                        if len(path) > MAX_DEPTH:
                             too_deep = True
                         else:
-                            pending.append((Path(entry.path), here))
+                            pending.append(path)
                     elif entry.name.endswith(".ipynb"):
-                        if stat.S_ISLNK(mode):
-                            notes.append(f"{_shown(here)} is a symbolic link, which is never followed")
-                        else:
-                            candidates.append(_Candidate(here, functools.partial(_read_file, Path(entry.path))))
-        except OSError as error:
-            notes.append(f"{_shown(parts)} could not be read ({error.strerror})")
+                        candidates.append(_Candidate((name, *path), functools.partial(_read_file, folder, path)))
+        except (OSError, _Unreadable) as error:
+            reason = error if isinstance(error, _Unreadable) else f"could not be read ({error.strerror})"
+            notes.append(f"{_shown((name, *below))} {reason}")
     if too_deep:
-        notes.append(f"folders more than {MAX_DEPTH} levels deep in {_shown(folder.name)} were not searched")
+        notes.append(f"folders more than {MAX_DEPTH} levels deep in {_shown(name)} were not searched")
     return candidates
 
 
-def _read_zip(path: Path, stages: Collection[str], notes: list[str]) -> dict[str, bytes]:
+def _read_zip(top: int, name: str, stages: Collection[str], notes: list[str]) -> dict[str, bytes]:
     try:
-        with _open_regular(path) as stream, _open_zip(stream) as archive:
-            return _choose(_zip_candidates(archive, path.name, notes), stages, notes)
+        with _open_regular(top, (name,)) as stream, _open_zip(stream) as archive:
+            return _choose(_zip_candidates(archive, name, notes), stages, notes)
     except _Unreadable as error:
-        notes.append(f"{_shown(path.name)} {error}")
+        notes.append(f"{_shown(name)} {error}")
         return {}
 
 
@@ -202,7 +246,12 @@ def _zip_candidates(archive: zipfile.ZipFile, name: str, notes: list[str]) -> li
                 or any(part.startswith(".") for part in parts)):
             continue  # nested zips are no notebooks, and hidden parts are checkpoints or macOS ._ files
         here = (name, *parts)
-        if member.flag_bits & 0x1:
+        kind = stat.S_IFMT(member.external_attr >> 16)  # the Unix mode, as zip and Info-ZIP write it
+        if kind == stat.S_IFLNK:
+            notes.append(f"{_shown(here)} is a symbolic link, which is never followed")
+        elif kind not in (0, stat.S_IFREG):
+            notes.append(f"{_shown(here)} is not a regular file, so it was not read")
+        elif member.flag_bits & 0x1:
             notes.append(f"{_shown(here)} is encrypted, so it was not read")
         elif member.compress_type not in READABLE_COMPRESSIONS:
             notes.append(f"{_shown(here)} is compressed with a method other than deflate, so it was not read")
@@ -223,23 +272,52 @@ def _read_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, limit: int) 
         raise _Unreadable("is damaged in its archive, so it was not read") from error
 
 
-def _open_regular(path: Path) -> BinaryIO:
-    """A regular file opened for reading, never through a link and never anything else: a FIFO would block."""
+@contextmanager
+def _opened(top: int, names: Sequence[str]) -> Iterator[int]:
+    """The folder top/names[0]/.../names[-1] open, each name opened in the one before it without following a
+    link: a link anywhere on the way, even one made after the folder was listed, is refused."""
+    descriptor = os.dup(top)
     try:
-        if not stat.S_ISREG(os.lstat(path).st_mode):
-            raise _Unreadable("is not a regular file, so it was not read")
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        for name in names:
+            try:
+                child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=descriptor)
+            except OSError as error:
+                if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise _Unreadable("is reached through a symbolic link or a file, which is never followed") \
+                        from error
+                raise
+            os.close(descriptor)
+            descriptor = child
+        yield descriptor
+    finally:
+        os.close(descriptor)
+
+
+def _open_regular(top: int, names: Sequence[str]) -> BinaryIO:
+    """A regular file below the folder open as `top`, opened for reading through no link at any level and
+    never anything else: a FIFO would block."""
+    try:
+        with _opened(top, names[:-1]) as folder:
+            mode = os.stat(names[-1], dir_fd=folder, follow_symlinks=False).st_mode
+            if stat.S_ISLNK(mode):
+                raise _Unreadable("is a symbolic link, which is never followed")
+            if not stat.S_ISREG(mode):
+                raise _Unreadable("is not a regular file, so it was not read")
+            descriptor = os.open(names[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                                 dir_fd=folder)
     except OSError as error:
+        if error.errno == errno.ELOOP:  # replaced by a link since the stat
+            raise _Unreadable("is a symbolic link, which is never followed") from error
         raise _Unreadable(f"could not be opened ({error.strerror})") from error
     stream = os.fdopen(descriptor, "rb")
-    if not stat.S_ISREG(os.fstat(descriptor).st_mode):  # replaced since the lstat
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):  # replaced since the stat
         stream.close()
         raise _Unreadable("is not a regular file, so it was not read")
     return stream
 
 
-def _read_file(path: Path, limit: int) -> bytes:
-    with _open_regular(path) as stream:
+def _read_file(top: int, names: Sequence[str], limit: int) -> bytes:
+    with _open_regular(top, names) as stream:
         if os.fstat(stream.fileno()).st_size > limit:
             raise _TooLarge(0)
         try:
@@ -289,7 +367,11 @@ def _choose(candidates: list[_Candidate], stages: Collection[str], notes: list[s
             notes.append(f"{shown} {error}")
             continue
         left -= len(data)
-        stage = stage or _stage_in_metadata(data, shown, stages, notes)
+        if stage is None:
+            stage = _stage_in_metadata(data, shown, stages, notes)
+        elif problem := json_problem(data):  # not held until the class is graded, to be refused then
+            notes.append(f"{shown} is not a readable Jupyter notebook ({problem}), so it was not graded")
+            continue
         if stage in kept:
             notes.append(_ignored(shown, kept[stage], stage))
         elif stage:
@@ -307,10 +389,13 @@ def _named_stage(filename: str, stages: Collection[str]) -> str | None:
 
 
 def _stage_in_metadata(data: bytes, shown: str, stages: Collection[str], notes: list[str]) -> str | None:
-    """The known stage that metadata.tinytorch.stage names, or None (with a note if the bytes are no notebook)."""
+    """The known stage that metadata.tinytorch.stage names, or None (with a note if the bytes are no notebook).
+    Read as grading reads it: UTF-8 (a bad byte replaced), parsed only within `json_problem`'s bounds."""
     try:
-        notebook = json.loads(data)
-    except (ValueError, RecursionError, MemoryError):  # not UTF-8, not JSON, or nested past Python's stack
+        if json_problem(data):
+            raise ValueError("too costly to parse")
+        notebook = json.loads(data.decode("utf-8", errors="replace"))
+    except (ValueError, RecursionError, MemoryError):  # not JSON, beyond the bounds, or nested past Python's stack
         notes.append(f"{shown} is not named after a stage and is not a readable notebook, so it was ignored")
         return None
     metadata = notebook.get("metadata") if isinstance(notebook, dict) else None
@@ -320,8 +405,39 @@ def _stage_in_metadata(data: bytes, shown: str, stages: Collection[str], notes: 
 
 
 def _shown(parts: tuple[str, ...] | str) -> str:
-    """A path for a note, on one line whatever characters its names hold."""
-    return printable(parts if isinstance(parts, str) else "/".join(parts))
+    """A path for a note, on one line whatever characters its names hold, and cut if very long."""
+    text = printable(parts if isinstance(parts, str) else "/".join(parts))
+    return text if len(text) <= MAX_SHOWN_CHARS else text[:MAX_SHOWN_CHARS - 3] + "..."
+
+
+# `json_problem`'s scan: what json.loads would build, counted in the bytes at the speed of bytes.count
+_STRING = re.compile(rb'"[^"]*"')
+# a line break in a string: an escape (\n, \r, \u000b...), or a separator str.splitlines splits on unescaped
+_LINE_BREAKS = (b"\\", "\u0085".encode(), "\u2028".encode(), "\u2029".encode())
+_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+_STEP = [0] * 256
+_STEP[ord("[")] = _STEP[ord("{")] = 1
+_STEP[ord("]")] = _STEP[ord("}")] = -1
+
+
+def json_problem(data: bytes) -> str | None:
+    """Why parsing `data` (a notebook's UTF-8 bytes) could cost the trusted process more than any notebook of
+    the course does, as the end of a sentence, or None. Scanned, not parsed: outside strings, each value or
+    key but the first follows a `,`, `:`, `[` or `{`; each escape in a string may be a line break, which
+    becomes a string of its own when a cell's source is split into lines; the brackets give the depth."""
+    plain = data.replace(b"\\\\", b"").replace(b'\\"', b"")  # no quote is escaped now: a string is "[^"]*"
+    if plain.count(b'"') // 2 > MAX_JSON_VALUES:  # each string is a key or a value
+        return f"it holds more than {MAX_JSON_VALUES:,} values, keys and lines, far more than a notebook of the course"
+    structure = _STRING.sub(b"", plain)
+    del plain
+    count = 1 + sum(structure.count(mark) for mark in b",:[{") + sum(data.count(mark) for mark in _LINE_BREAKS)
+    if count > MAX_JSON_VALUES:
+        return f"it holds more than {MAX_JSON_VALUES:,} values, keys and lines, far more than a notebook of the course"
+    # JSON with more closing brackets than opening ones fails where it has them: the depth before is enough
+    brackets = structure.translate(None, _NOT_BRACKETS)[:2 * MAX_JSON_VALUES + 2]
+    if max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > MAX_JSON_DEPTH:
+        return f"it nests more than {MAX_JSON_DEPTH} levels deep"
+    return None
 
 
 def printable(text: str) -> str:

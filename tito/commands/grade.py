@@ -44,7 +44,10 @@ def grade(where: Path, *, stages: list[str] | None = None, isolated: bool = Fals
         raise TitoError("bubblewrap (bwrap) is missing or cannot build a sandbox on this machine, so student code "
                         "cannot be isolated: install it (Debian/Ubuntu: `sudo apt install bubblewrap`), or pass "
                         "--unsafe-no-sandbox to grade without one")
-    found = submissions.find(where, [stage.name for stage in all_stages(root)])
+    # the one decision that this is an nbgrader course, from the instructor's files: no student's name or
+    # folder changes how the class is read or where its key is kept
+    found = submissions.find(course / "submitted" if course is not None else where,
+                             [stage.name for stage in all_stages(root)])
     if students:
         unknown = [name for name in students if name not in found]
         if unknown:
@@ -52,7 +55,11 @@ def grade(where: Path, *, stages: list[str] | None = None, isolated: bool = Fals
                             f"the students there are {', '.join(map(submissions.printable, sorted(found)[:10]))}"
                             f"{' ...' if len(found) > 10 else ''}")
         found = {name: found[name] for name in students}
-    key, key_source = grading.course_key(where, out, seed)
+    graded = {s.name for s in chosen} if course is not None else \
+        {s.name for s in all_stages(root) if s.number <= max(c.number for c in chosen)}
+    for submission in found.values():  # held until the class is graded: only what grading reads
+        submission.notebooks = {name: data for name, data in submission.notebooks.items() if name in graded}
+    key, key_source = grading.course_key(course, out, seed)
     limits = sandbox.Limits(memory_bytes=memory_mb << 20, wall_seconds=timeout)
     console.info(f"grading {len(found)} submissions on stages {', '.join(s.number for s in chosen)} with -j {jobs}")
     console.info(f"protection: {sandbox.describe(isolation)}")
@@ -98,7 +105,8 @@ def grade(where: Path, *, stages: list[str] | None = None, isolated: bool = Fals
 
 
 def _course_of(where: Path) -> Path | None:
-    """The nbgrader course folder when `where` is one (or its submitted/ folder), else None."""
+    """The nbgrader course folder when `where` is one (or its submitted/ folder), else None: known from the
+    instructor's files (the course's nbgrader_config.py beside submitted/), never from a student's."""
     for candidate in (where, where.parent if where.name == "submitted" else None):
         if candidate is not None and (candidate / "submitted").is_dir() and \
                 (candidate / "nbgrader_config.py").is_file():
