@@ -20,11 +20,13 @@ from pathlib import Path
 from tito import engine, package, sandbox
 from tito.errors import TitoError
 from tito.project import Stage, stages_up_to
-from tito.source import parse_notebook, read_source, solution_regions
-from tito.submissions import feedback_filename, printable
+from tito.source import exported_cells, parse_notebook, read_source, solution_regions
+from tito.submissions import feedback_filename, json_problem, printable
 
 MODES = ("isolated", "cumulative")
-MAX_EXPORTED_CHARACTERS = 1 << 20  # a module's exported code is about 30,000 characters
+# compiling costs up to 550 bytes a character (a list of dict literals, measured): 66 MB at the cap, five times
+# the largest module's reference code (04_layers, 24,000 characters)
+MAX_EXPORTED_CHARACTERS = 120_000
 
 
 @dataclass
@@ -134,29 +136,42 @@ def package_files(root: Path, stage: Stage, notebooks: dict[str, bytes], mode: s
         if data is None:
             notes.append(f"no notebook for {earlier.name} was submitted")
             continue
-        try:
-            notebook = parse_notebook(data.decode("utf-8", errors="replace"))
-        except ValueError as error:
-            notes.append(f"the {earlier.name} notebook is not a readable Jupyter notebook ({error})")
-            continue
-        exported = sum(len(cell.source) for cell in notebook.cells
-                       if cell.cell_type == "code" and cell.source.lstrip().startswith("#| export"))
-        if exported > MAX_EXPORTED_CHARACTERS:  # compiling megabytes of code costs the grader gigabytes
-            notes.append(f"the exported cells of the {earlier.name} notebook hold {exported:,} characters, more "
-                         f"than the grader compiles ({MAX_EXPORTED_CHARACTERS:,}); that notebook was left out")
-            continue
-        try:
-            with _COMPILING:
-                result, path, code = package.stage_module(earlier, notebook, f"{earlier.name}.ipynb", reference=False)
-        except TitoError as error:
-            notes.append(str(error))
-            continue
-        except (RecursionError, MemoryError, ValueError) as error:  # e.g. a cell nested too deep to compile
-            notes.append(f"the {earlier.name} notebook could not be exported ({type(error).__name__})")
-            continue
-        notes += result.broken_cells
-        files[path] = code
+        with _COMPILING:  # one notebook parsed and compiled at a time, whatever -j: its cost is counted once
+            exported = _stage_file(earlier, data, notes)
+        if exported is not None:
+            files[exported[0]] = exported[1]
     return files, notes
+
+
+def _stage_file(stage: Stage, data: bytes, notes: list[str]) -> tuple[str, str] | None:
+    """(path in the package, code) of one of the student's notebooks, or None with a note. Nothing is parsed
+    beyond `json_problem`'s bounds, nor compiled beyond MAX_EXPORTED_CHARACTERS."""
+    origin = f"{stage.name}.ipynb"
+    problem = json_problem(data)
+    try:
+        if problem:
+            raise ValueError(problem)
+        notebook = parse_notebook(data.decode("utf-8", errors="replace"))
+    except ValueError as error:
+        notes.append(f"the {stage.name} notebook is not a readable Jupyter notebook ({error})")
+        return None
+    try:
+        # the cells export takes, by its own reading of their directives (`#|export`, `#| export nn`, a
+        # `#| default_exp` line above...), counted as the code it compiles
+        exported = sum(len(cell.code) for cell in exported_cells(notebook, origin))
+        if exported > MAX_EXPORTED_CHARACTERS:  # compiling megabytes of code costs the grader gigabytes
+            notes.append(f"the exported cells of the {stage.name} notebook hold {exported:,} characters, more "
+                         f"than the grader compiles ({MAX_EXPORTED_CHARACTERS:,}); that notebook was left out")
+            return None
+        result, path, code = package.stage_module(stage, notebook, origin, reference=False)
+    except TitoError as error:
+        notes.append(str(error))
+        return None
+    except (RecursionError, MemoryError, ValueError) as error:  # e.g. a cell nested too deep to compile
+        notes.append(f"the {stage.name} notebook could not be exported ({type(error).__name__})")
+        return None
+    notes += result.broken_cells
+    return path, code
 
 
 @dataclass
