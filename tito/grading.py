@@ -5,9 +5,11 @@ grader itself is kept apart and reported."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import queue
+import re
 import secrets
 import shutil
 import tempfile
@@ -227,42 +229,65 @@ def fault_grade(plan: engine.Plan, student: str, mode: str, error: BaseException
                  fault=f"grader fault: {_sentence(error)}")
 
 
+def spreadsheet_cell(text: str) -> str:
+    """`text` for a CSV cell that a spreadsheet shows and never runs: a leading =, +, -, @, tab or carriage
+    return (a formula, or one once trimmed) behind an apostrophe, as OWASP recommends."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+# inline syntax; an underscore between two letters or digits never emphasises (01_tensor stays as it is)
+_MARKDOWN_SYNTAX = re.compile(r"([\\`*\[\]<>&|~$#!]|(?<![^\W_])_|_(?![^\W_]))")
+_MARKDOWN_BLOCK = re.compile(r"^(\d*)([-+=>.:)(])")  # what could start a block at the head of a list item
+
+
+def markdown_text(text: str) -> str:
+    """`text` (an id, a note) as Markdown shows it, literally and on one line: every character of inline syntax
+    and a first one that could open a block behind a backslash, leading spaces as entities (never code), and
+    control characters as escapes (`printable`: a backslash before a letter is no Markdown)."""
+    escaped = _MARKDOWN_BLOCK.sub(r"\1\\\2", _MARKDOWN_SYNTAX.sub(r"\\\1", text))
+    stripped = escaped.lstrip(" ")
+    return printable("&#32;" * (len(escaped) - len(stripped)) + stripped)
+
+
 def write_reports(out: Path, grades: list[Grade], plans: dict[str, engine.Plan], isolation: str,
                   key_source: str) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    out.chmod(0o700)  # the instructor's: grades, every check's message, every student's feedback
-    with open(out / "grades.csv", "w", newline="", encoding="utf-8", errors="backslashreplace") as stream:
-        writer = csv.writer(stream)
-        writer.writerow(["student", "stage", "mode", "score", "max_score", "seed", "status"])
-        for grade in grades:
-            writer.writerow([grade.student, grade.stage, grade.mode, f"{grade.score:g}", f"{grade.max_score:g}",
-                             grade.seed, "grader fault" if grade.fault else "graded"])
-    (out / "results.json").write_text(json.dumps({
+    """grades.csv, results.json, summary.md and feedback/<student>.md in `out`, the instructor's alone: the
+    folders 0700 and every file 0600 from its first byte, whatever was there before."""
+    private_folder(out)  # grades, every check's message, every student's feedback
+    table = io.StringIO(newline="")
+    writer = csv.writer(table)
+    writer.writerow(["student", "stage", "mode", "score", "max_score", "seed", "status"])
+    for grade in grades:
+        writer.writerow([spreadsheet_cell(str(cell)) for cell in (
+            grade.student, grade.stage, grade.mode, f"{grade.score:g}", f"{grade.max_score:g}", grade.seed,
+            "grader fault" if grade.fault else "graded")])
+    _write_private(out / "grades.csv", table.getvalue())
+    _write_private(out / "results.json", json.dumps({
         "protection": isolation, "protection_words": sandbox.describe(isolation), "seed_from": key_source,
         "seeds": {number: plan.seed for number, plan in plans.items()},
-        "grades": [asdict(g) for g in grades]}, indent=1), encoding="utf-8")
+        "grades": [asdict(g) for g in grades]}, indent=1))
     feedback = out / "feedback"
-    feedback.mkdir(exist_ok=True)
+    private_folder(feedback)
     for student in dict.fromkeys(g.student for g in grades):
-        lines = [f"# Feedback for {student}", ""]
+        lines = [f"# Feedback for {markdown_text(student)}", ""]
         for grade in (g for g in grades if g.student == student):
             lines.append(f"## Stage {grade.stage} ({grade.mode}): {grade.score:g}/{grade.max_score:g}")
             if grade.fault:
                 lines.append("- not graded yet: the grader failed on this submission; your instructor will regrade it")
-            lines += [f"- note: {note}" for note in dict.fromkeys(grade.feedback_notes())]
+            lines += [f"- note: {markdown_text(note)}" for note in dict.fromkeys(grade.feedback_notes())]
             lost = [t for t in grade.tests if not t.passed]
             lines += [f"- task {t.task}, {t.id} ({t.max_points:g} points): {t.public}" for t in lost if t.public]
             if not lost:
                 lines.append("- every check passed")
             lines.append("")
-        (feedback / feedback_filename(student)).write_text("\n".join(lines), encoding="utf-8",
-                                                           errors="backslashreplace")
+        _write_private(feedback / feedback_filename(student), "\n".join(lines))
     lines = ["# Class summary", "", f"Protection in force: {sandbox.describe(isolation)}.",
              f"Seeds: {', '.join(f'stage {n} {p.seed}' for n, p in plans.items())} (course key from {key_source}).", ""]
     faults = [g for g in grades if g.fault]
     if faults:
-        lines += ["## Grader faults (regrade these)", ""] + [f"- {g.student}, stage {g.stage} ({g.mode}): {g.fault}"
-                                                           for g in faults] + [""]
+        lines += ["## Grader faults (regrade these)", ""]
+        lines += [f"- {markdown_text(g.student)}, stage {g.stage} ({g.mode}): {markdown_text(g.fault)}" for g in faults]
+        lines.append("")
     for number, plan in plans.items():
         stage_grades = [g for g in grades if g.stage == number and not g.fault]
         for mode in dict.fromkeys(g.mode for g in stage_grades):
@@ -276,10 +301,27 @@ def write_reports(out: Path, grades: list[Grade], plans: dict[str, engine.Plan],
                 if failures[check.name]:
                     lines.append(f"| {check.name} | {check.task} | {failures[check.name]} of {len(chosen)} |")
             lines.append("")
-    (out / "summary.md").write_text("\n".join(lines), encoding="utf-8", errors="backslashreplace")
-    for path in out.rglob("*"):
-        if not path.is_symlink():
-            path.chmod(0o700 if path.is_dir() else 0o600)
+    _write_private(out / "summary.md", "\n".join(lines))
+    for folder, folders, files in os.walk(out):  # what an earlier run, or anyone, left there (links not followed)
+        for name in folders:
+            if not os.path.islink(os.path.join(folder, name)):
+                os.chmod(os.path.join(folder, name), 0o700)
+        for name in files:
+            if not os.path.islink(os.path.join(folder, name)):
+                os.chmod(os.path.join(folder, name), 0o600)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """`text` as the file `path`, the instructor's (0600) from its first byte: written to a new file beside
+    it and renamed over it, so a file or a link already there is replaced, never written through."""
+    descriptor, scratch = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # mode 0600
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8", errors="backslashreplace", newline="") as stream:
+            stream.write(text)
+        os.replace(scratch, path)
+    except BaseException:
+        Path(scratch).unlink(missing_ok=True)
+        raise
 
 
 def compare_gradebook(path: Path, grades: list[Grade], names: dict[str, str]) -> tuple[list[str], int]:
