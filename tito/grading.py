@@ -12,6 +12,7 @@ import queue
 import re
 import secrets
 import shutil
+import sqlite3
 import tempfile
 import threading
 import time
@@ -327,7 +328,18 @@ def _write_private(path: Path, text: str) -> None:
 def compare_gradebook(path: Path, grades: list[Grade], names: dict[str, str]) -> tuple[list[str], int]:
     """Where nbgrader's gradebook holds a different score than the judge's for a graded submission: one
     line per (student, stage), naming the tasks that differ and any score the instructor set by hand
-    (which stays). Returns (those lines, how many submissions agree). The gradebook is only read."""
+    (which stays). Returns (those lines, how many submissions agree). The gradebook is only read; one that
+    cannot be read (damaged, not nbgrader's) is a TitoError naming it."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        return _compare_gradebook(path, grades, names)
+    except (SQLAlchemyError, sqlite3.Error, OSError) as error:
+        reason = " ".join(str(getattr(error, "orig", None) or error).split())[:200]  # sqlite's own words
+        raise TitoError(f"{path} could not be read as nbgrader's gradebook ({reason})", code=1) from None
+
+
+def _compare_gradebook(path: Path, grades: list[Grade], names: dict[str, str]) -> tuple[list[str], int]:
     from nbgrader.api import Gradebook, MissingEntry
 
     lines, agree = [], 0

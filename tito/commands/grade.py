@@ -82,25 +82,39 @@ def grade(where: Path, *, stages: list[str] | None = None, isolated: bool = Fals
         grades = _grade_all(grader, work, found, jobs)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    grading.write_reports(out, grades, plans, isolation, key_source)
+    try:
+        grading.write_reports(out, grades, plans, isolation, key_source)
+    except OSError as error:
+        raise TitoError(f"the reports could not be written to {out} ({error.strerror}): make it writable, or "
+                        f"pass --out, and grade again (the submissions were not changed)", code=1) from None
+    written = f"{out / 'grades.csv'}, {out / 'summary.md'}, {out / 'results.json'} and {len(found)} files in " \
+              f"{out / 'feedback'}"
+    unreadable = ""
     if course is not None and (course / "gradebook.db").exists():
         names = {stage.number: stage.name for stage in all_stages(root)}
-        differences, agree = grading.compare_gradebook(course / "gradebook.db", grades, names)
-        if differences:
-            console.warn(f"nbgrader's gradebook differs from the judge for {len(differences)} submissions (it was "
-                         "left as it is; autograde them again to take the judge's scores):")
-            for line in differences:
-                console.info(f"  {line}")
-        console.info(f"nbgrader's gradebook agrees with the judge for {agree} submissions")
-    console.info(f"wrote {out / 'grades.csv'}, {out / 'summary.md'}, {out / 'results.json'} and "
-                 f"{len(found)} files in {out / 'feedback'}")
+        try:
+            differences, agree = grading.compare_gradebook(course / "gradebook.db", grades, names)
+        except TitoError as error:
+            unreadable = f"{error}; the reports were written all the same, to {out}, and the gradebook left as it is"
+        else:
+            if differences:
+                console.warn(f"nbgrader's gradebook differs from the judge for {len(differences)} submissions (it "
+                             "was left as it is; autograde them again to take the judge's scores):")
+                for line in differences:
+                    console.info(f"  {line}")
+            console.info(f"nbgrader's gradebook agrees with the judge for {agree} submissions")
+    console.info(f"wrote {written}")
     _print_summary(grades)
     faults = [g for g in grades if g.fault]
     if faults:
+        if unreadable:
+            console.error(unreadable)
         raise TitoError(f"{len(faults)} grades could not be computed because the grader failed (marked "
                         f"'grader fault' in grades.csv and listed in summary.md); the first: "
                         f"{submissions.printable(faults[0].student)}, "
                         f"stage {faults[0].stage}: {faults[0].fault}", code=1)
+    if unreadable:
+        raise TitoError(unreadable, code=1)
     return 0
 
 
