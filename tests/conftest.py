@@ -65,7 +65,8 @@ def shared_course(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # files is one unit, run whole on one worker, and builds it once. Units go out longest first: these
 # files, then the other slow tests, then the quick ones, which even out the end.
 
-ONE_WORKER = ("test_course.py", "test_grade.py", "test_one_engine.py", "test_exchange.py")  # longest first
+ONE_WORKER = ("test_course.py", "test_grade.py", "test_one_engine.py", "test_reader_bounds.py",
+              "test_exchange.py")  # longest first
 
 
 def _one_worker_file(nodeid: str) -> str | None:
