@@ -168,7 +168,10 @@ def colsum(x):
     "def spin(n):\n    _disarm()\n    end = time.process_time() + 5\n    while time.process_time() < end:\n"
     "        pass\n    return n\n",  # the right answer, after more CPU than the check allows
     "def spin(n):\n    _disarm()\n    time.sleep(3600)\n    return n\n",  # waiting, SIGALRM ignored
-], ids=["loops", "slow_but_right", "sleeps"])
+    "def spin(n):\n    import os\n    if os.fork() == 0:\n        if os.fork() == 0:\n            _disarm()\n"
+    "            while True:\n                pass\n        os._exit(0)\n    while True:\n        time.sleep(1)\n",
+    # the work in a grandchild nobody reaps, the runner waiting
+], ids=["loops", "slow_but_right", "sleeps", "unreaped_grandchild"])
 def test_a_budget_the_box_disarms_is_still_kept_by_the_parent(stage, tmp_path, spin):
     code = GOOD + "import time\n" + DISARMS_THE_TIMERS + spin
     started = time.monotonic()
@@ -266,6 +269,8 @@ def test_the_parent_bounds_what_it_parses_from_one_reply():
     assert engine.parse_record(b"[" * 100 + b"]" * 100) is None
     assert engine.parse_record(b'{"a": ' + b"[" * 80 + b"]" * 80 + b"}") is None
     assert engine.parse_record(b'{"a": [' + b"0," * engine.MAX_RECORD_VALUES + b"0]}") is None
+    nested = b"[" * 60 + b"]" * 60  # empty lists have no commas: each container counts
+    assert engine.parse_record(b'{"x": [' + b",".join([nested] * (engine.MAX_RECORD_VALUES // 60)) + b"]}") is None
     text = '{"a": "' + "[,:" * 300_000 + '"}'  # brackets inside a string are not values
     assert engine.parse_record(text.encode()) == {"a": "[,:" * 300_000}
 

@@ -217,7 +217,7 @@ def parse_record(line: bytes) -> dict | None:
     values and the nesting, counted with the strings' contents skipped, so no line costs this process more
     than a small multiple of its size."""
     skeleton = _STRINGS.sub(b'""', line)
-    if skeleton.count(b",") + skeleton.count(b":") > MAX_RECORD_VALUES:
+    if sum(skeleton.count(token) for token in (b",", b":", b"[", b"{")) > MAX_RECORD_VALUES:  # every container too
         return None
     depth = deepest = 0
     for bracket in _BRACKETS.findall(skeleton):

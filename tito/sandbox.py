@@ -386,6 +386,7 @@ class Box:
         self.pending = 0  # bytes of the line not yet ended
         self.read_bytes = 0
         self.pids: list[int] = [self.process.pid]
+        self.watched = time.monotonic()
         self.truncated = False
         self.closed = False
 
@@ -395,6 +396,7 @@ class Box:
         """Note the box's processes now (the runner under bubblewrap has a pid of its own out here), for the
         CPU count where no cgroup counts it."""
         self.pids = _descendants(self.process.pid) or [self.process.pid]
+        self.watched = time.monotonic()
 
     def cpu(self) -> float:
         """Seconds of CPU the box's processes have used so far (their own, and that of those they reaped)."""
@@ -402,6 +404,8 @@ class Box:
             used = self.cgroup.cpu_seconds()
             if used is not None:
                 return used
+        if time.monotonic() - self.watched > 0.5:  # a process forked since, or left unreaped, counts too
+            self.watch_processes()
         return sum(_process_cpu(pid) for pid in self.pids)
 
     # -- the conversation
