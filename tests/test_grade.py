@@ -1221,7 +1221,7 @@ def test_a_crash_near_the_deadline_keeps_the_points_already_earned(tmp_path):
 EXPORT_PEAK = """
 import resource, sys, tempfile
 from pathlib import Path
-from tito import package
+from tito import grading, package
 from tito.project import find_root, stage
 root = find_root()
 data = Path(sys.argv[1]).read_bytes()
