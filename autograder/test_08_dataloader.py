@@ -764,7 +764,7 @@ def _flips(draw):
             "seed": draw(st.integers(0, 2 ** 16))}
 
 
-@check(task="08.9", points=1, inputs=_flips(),
+@check(task="08.9", points=1, inputs=_flips(), guard=True,  # the identity passes every case but p = 1
        describe=lambda case: f"RandomHorizontalFlip(p={case['p']}) of {case['form']} images of shape {case['x'].shape} "
                              f"and dtype {case['x'].dtype}")
 def flip_gives_each_image_or_its_mirror(tt, case):
