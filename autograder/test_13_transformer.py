@@ -522,13 +522,104 @@ def _(case):
 
 
 # ---------------------------------------------------------------------------------------------------
-# 13.7 GPT: parameters, initialisation, tying
+# 13.7 KVCache
+
+
+@check(task="13.7", points=2, inputs=_attention_case(), examples=15, rtol=1e-4, atol=1e-4,
+       describe=lambda case: _attention_words(case) + f" with a KVCache: x fed as positions 0..{case['t']}, then one "
+                             f"at a time; the outputs, the cache's length, and one position too many (the error)")
+def kv_cache_pieces_equal_the_whole(tt, case):
+    module, t = _attention_module(tt, case), case["t"]
+    B, T, C = case["x"].shape
+    H = case["H"]
+    cache = tt.models.KVCache(B, H, T, C // H)
+    pieces = [module(tt.Tensor(case["x"][:, :t + 1]), cache).numpy()]
+    pieces += [module(tt.Tensor(case["x"][:, i:i + 1]), cache).numpy() for i in range(t + 1, T)]
+    error = capture_error(lambda: module(tt.Tensor(case["x"][:, :1]), cache))["raised"]
+    return {"out": np.concatenate(pieces, axis=1), "length": cache.length, "error": error}
+
+
+@kv_cache_pieces_equal_the_whole.expected
+def _(case):
+    return {"out": _np_attention(case["params"], "", np.asarray(case["x"], np.float64), case["C"], case["H"]),
+            "length": case["x"].shape[1], "error": "ValueError"}
+
+
+# ---------------------------------------------------------------------------------------------------
+# 13.8 _sample
+
+
+@st.composite
+def _sample_case(draw):
+    B, V = draw(st.integers(1, 4)), draw(st.integers(2, 8))
+    return {"logits": np.asarray(draw(signed_arrays((B, V), 0.01, 3.0)), np.float32),
+            "temperature": draw(st.sampled_from([1.0, 0.5, 2.0])), "top_k": draw(st.sampled_from([None, 1, 2, 3, 9])),
+            "seed": draw(st.integers(0, 2**31))}
+
+
+def _sample_words(case):
+    return (f"_sample(logits, temperature={case['temperature']}, top_k={case['top_k']}, generator) for logits of "
+            f"shape {case['logits'].shape} and np.random.default_rng({case['seed']})")
+
+
+@check(task="13.8", points=2, inputs=_sample_case(), examples=25,
+       describe=lambda case: _sample_words(case) + ", three calls in a row; and temperature=0 (greedy)")
+def sample_draws_as_documented(tt, case):
+    sample = _transformer(tt)._sample
+    generator = np.random.default_rng(case["seed"])
+    draws = [np.asarray(sample(case["logits"], case["temperature"], case["top_k"], generator)) for _ in range(3)]
+    return {"draws": np.stack(draws), "greedy": np.asarray(sample(case["logits"], 0, case["top_k"], generator))}
+
+
+@sample_draws_as_documented.expected
+def _(case):
+    generator = np.random.default_rng(case["seed"])
+    draws = [_np_sample(case["logits"], case["temperature"], case["top_k"], generator) for _ in range(3)]
+    return {"draws": np.stack(draws), "greedy": np.asarray(case["logits"], np.float64).argmax(axis=-1)}
+
+
+@check(task="13.8", points=1, describe=lambda case: "_sample(logits, 1.0, top_k=2, generator) 2000 times for one row "
+                                                     "of probabilities [0.1, 0.2, 0.3, 0.4], 2000 times for its logits "
+                                                     "+ 800 without top_k; then temperature=-1 and top_k=0 (the errors)")
+def sample_keeps_only_the_top_k(tt, case):
+    sample = _transformer(tt)._sample
+    generator = np.random.default_rng(0)
+    logits = np.log(np.array([[0.1, 0.2, 0.3, 0.4]]))
+    draws = np.concatenate([sample(logits, 1.0, 2, generator) for _ in range(2000)])
+    large = np.concatenate([sample(logits + 800.0, 1.0, None, generator) for _ in range(2000)])
+    return {"counts": np.bincount(np.asarray(draws, np.int64), minlength=4),
+            "large": np.bincount(np.asarray(large, np.int64), minlength=4),
+            "errors": [capture_error(lambda: sample(logits, -1.0, None, generator)),
+                       capture_error(lambda: sample(logits, 1.0, 0, generator))]}
+
+
+@sample_keeps_only_the_top_k.verdict
+def _(case, output):
+    counts = np.asarray(output["counts"])
+    if counts.shape != (4,) or counts[:2].sum() != 0:
+        raise CheckFailed(f"_sample with top_k=2: tokens outside the two largest logits were drawn (counts {counts})")
+    if abs(counts[2] / 2000 - 3 / 7) > 0.05:
+        raise CheckFailed(f"_sample with top_k=2: token 2 drawn {counts[2]} times of 2000, expected about {2000 * 3 / 7:.0f}")
+    large = np.asarray(output["large"]) / 2000
+    if large.shape != (4,) or np.abs(large - [0.1, 0.2, 0.3, 0.4]).max() > 0.05:
+        raise CheckFailed(f"_sample for logits log([0.1, 0.2, 0.3, 0.4]) + 800: drawn with frequencies {large}, "
+                          f"expected about [0.1, 0.2, 0.3, 0.4] (a stable softmax: subtract the row's maximum)")
+    raised = [error["raised"] for error in output["errors"]]
+    if raised != ["ValueError", "ValueError"]:
+        raise CheckFailed(f"_sample: temperature=-1 and top_k=0 must raise ValueError, got {raised}")
+    for error, name in zip(output["errors"], ("temperature", "top_k")):
+        if name not in error["message"]:
+            raise CheckFailed(f"_sample: the ValueError for a wrong {name} must name {name}, got: {error['message']}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# 13.9 GPT: parameters, initialisation, tying
 
 
 _CONFIG = {"V": 7, "block": 5, "L": 2, "H": 2, "C": 4}
 
 
-@check(task="13.7", points=1, describe=lambda case: "models.GPT(7, 5, 2, 2, 4): the parameters' names and shapes, "
+@check(task="13.9", points=1, describe=lambda case: "models.GPT(7, 5, 2, 2, 4): the parameters' names and shapes, "
                                                     "and the attributes vocab_size, block_size, n_layer")
 def gpt_has_the_parameters(tt, case):
     model = tt.models.GPT(7, 5, 2, 2, 4)
@@ -542,7 +633,7 @@ def _(case):
             "attributes": [7, 5, 2]}
 
 
-@check(task="13.7", points=1, describe=lambda case: "models.GPT(50, 64, 3, 2, 32) after manual_seed(0): the "
+@check(task="13.9", points=1, describe=lambda case: "models.GPT(50, 64, 3, 2, 32) after manual_seed(0): the "
                                                     "standard deviations and means of its weights (GPT-2's "
                                                     "initialisation)")
 def gpt_initialises_like_gpt2(tt, case):
@@ -580,7 +671,7 @@ def _(case, output):
             raise CheckFailed(f"{what}: a Linear's bias starts at zero")
 
 
-@check(task="13.7", points=1, describe=lambda case: "models.GPT(7, 5, 2, 2, 4, tie_weights=True): lm_head.weight is "
+@check(task="13.9", points=1, describe=lambda case: "models.GPT(7, 5, 2, 2, 4, tie_weights=True): lm_head.weight is "
                                                     "wte.weight, counted once; and without tying, two Parameters")
 def gpt_ties_the_head_to_the_embedding(tt, case):
     tied, free = tt.models.GPT(7, 5, 2, 2, 4, tie_weights=True), tt.models.GPT(7, 5, 2, 2, 4)
@@ -596,7 +687,7 @@ def _(case):
 
 
 # ---------------------------------------------------------------------------------------------------
-# 13.8 GPT.forward
+# 13.10 GPT.forward
 
 
 @st.composite
@@ -626,7 +717,7 @@ def _gpt_words(case):
             f"n_embd={c['C']}) holding the case's weights, on idx of shape {case['idx'].shape}")
 
 
-@check(task="13.8", points=1, inputs=_gpt_case(), examples=15, dtype=True, rtol=1e-4, atol=1e-4,
+@check(task="13.10", points=1, inputs=_gpt_case(), examples=15, dtype=True, rtol=1e-4, atol=1e-4,
        describe=lambda case: _gpt_words(case) + ": the logits")
 def gpt_logits_match_numpy(tt, case):
     return _gpt(tt, case)(case["idx"]).numpy()
@@ -637,7 +728,7 @@ def _(case):
     return _np_gpt(case["params"], case["config"], case["idx"]).astype(np.float32)
 
 
-@check(task="13.8", points=1, inputs=_gpt_case(), examples=10, rtol=1e-4, atol=1e-4,
+@check(task="13.10", points=1, inputs=_gpt_case(), examples=10, rtol=1e-4, atol=1e-4,
        describe=lambda case: _gpt_words(case) + " with targets: the logits and the loss")
 def gpt_loss_is_the_mean_cross_entropy(tt, case):
     logits, loss = _gpt(tt, case)(case["idx"], case["targets"])
@@ -653,7 +744,7 @@ def _(case):
     return {"logits": logits, "loss": np.asarray(-log_probs[np.arange(len(targets)), targets].mean())}
 
 
-@check(task="13.8", points=1, inputs=_gpt_case(), examples=10,
+@check(task="13.10", points=1, inputs=_gpt_case(), examples=10,
        describe=lambda case: _gpt_words(case) + f", then with the tokens after position {case['t']} changed: the "
                              f"logits up to position {case['t']}; then idx longer than block_size (the error)")
 def gpt_is_causal_and_refuses_long_inputs(tt, case):
@@ -675,97 +766,6 @@ def _(case, output):
         raise CheckFailed(f"{what}: the logits up to position {t} changed when only the tokens after {t} changed")
     if output["error"] != "ValueError":
         raise CheckFailed(f"{what}: idx longer than block_size must raise ValueError, got {output['error']}")
-
-
-# ---------------------------------------------------------------------------------------------------
-# 13.9 KVCache
-
-
-@check(task="13.9", points=2, inputs=_attention_case(), examples=15, rtol=1e-4, atol=1e-4,
-       describe=lambda case: _attention_words(case) + f" with a KVCache: x fed as positions 0..{case['t']}, then one "
-                             f"at a time; the outputs, the cache's length, and one position too many (the error)")
-def kv_cache_pieces_equal_the_whole(tt, case):
-    module, t = _attention_module(tt, case), case["t"]
-    B, T, C = case["x"].shape
-    H = case["H"]
-    cache = tt.models.KVCache(B, H, T, C // H)
-    pieces = [module(tt.Tensor(case["x"][:, :t + 1]), cache).numpy()]
-    pieces += [module(tt.Tensor(case["x"][:, i:i + 1]), cache).numpy() for i in range(t + 1, T)]
-    error = capture_error(lambda: module(tt.Tensor(case["x"][:, :1]), cache))["raised"]
-    return {"out": np.concatenate(pieces, axis=1), "length": cache.length, "error": error}
-
-
-@kv_cache_pieces_equal_the_whole.expected
-def _(case):
-    return {"out": _np_attention(case["params"], "", np.asarray(case["x"], np.float64), case["C"], case["H"]),
-            "length": case["x"].shape[1], "error": "ValueError"}
-
-
-# ---------------------------------------------------------------------------------------------------
-# 13.10 _sample
-
-
-@st.composite
-def _sample_case(draw):
-    B, V = draw(st.integers(1, 4)), draw(st.integers(2, 8))
-    return {"logits": np.asarray(draw(signed_arrays((B, V), 0.01, 3.0)), np.float32),
-            "temperature": draw(st.sampled_from([1.0, 0.5, 2.0])), "top_k": draw(st.sampled_from([None, 1, 2, 3, 9])),
-            "seed": draw(st.integers(0, 2**31))}
-
-
-def _sample_words(case):
-    return (f"_sample(logits, temperature={case['temperature']}, top_k={case['top_k']}, generator) for logits of "
-            f"shape {case['logits'].shape} and np.random.default_rng({case['seed']})")
-
-
-@check(task="13.10", points=2, inputs=_sample_case(), examples=25,
-       describe=lambda case: _sample_words(case) + ", three calls in a row; and temperature=0 (greedy)")
-def sample_draws_as_documented(tt, case):
-    sample = _transformer(tt)._sample
-    generator = np.random.default_rng(case["seed"])
-    draws = [np.asarray(sample(case["logits"], case["temperature"], case["top_k"], generator)) for _ in range(3)]
-    return {"draws": np.stack(draws), "greedy": np.asarray(sample(case["logits"], 0, case["top_k"], generator))}
-
-
-@sample_draws_as_documented.expected
-def _(case):
-    generator = np.random.default_rng(case["seed"])
-    draws = [_np_sample(case["logits"], case["temperature"], case["top_k"], generator) for _ in range(3)]
-    return {"draws": np.stack(draws), "greedy": np.asarray(case["logits"], np.float64).argmax(axis=-1)}
-
-
-@check(task="13.10", points=1, describe=lambda case: "_sample(logits, 1.0, top_k=2, generator) 2000 times for one row "
-                                                     "of probabilities [0.1, 0.2, 0.3, 0.4], 2000 times for its logits "
-                                                     "+ 800 without top_k; then temperature=-1 and top_k=0 (the errors)")
-def sample_keeps_only_the_top_k(tt, case):
-    sample = _transformer(tt)._sample
-    generator = np.random.default_rng(0)
-    logits = np.log(np.array([[0.1, 0.2, 0.3, 0.4]]))
-    draws = np.concatenate([sample(logits, 1.0, 2, generator) for _ in range(2000)])
-    large = np.concatenate([sample(logits + 800.0, 1.0, None, generator) for _ in range(2000)])
-    return {"counts": np.bincount(np.asarray(draws, np.int64), minlength=4),
-            "large": np.bincount(np.asarray(large, np.int64), minlength=4),
-            "errors": [capture_error(lambda: sample(logits, -1.0, None, generator)),
-                       capture_error(lambda: sample(logits, 1.0, 0, generator))]}
-
-
-@sample_keeps_only_the_top_k.verdict
-def _(case, output):
-    counts = np.asarray(output["counts"])
-    if counts.shape != (4,) or counts[:2].sum() != 0:
-        raise CheckFailed(f"_sample with top_k=2: tokens outside the two largest logits were drawn (counts {counts})")
-    if abs(counts[2] / 2000 - 3 / 7) > 0.05:
-        raise CheckFailed(f"_sample with top_k=2: token 2 drawn {counts[2]} times of 2000, expected about {2000 * 3 / 7:.0f}")
-    large = np.asarray(output["large"]) / 2000
-    if large.shape != (4,) or np.abs(large - [0.1, 0.2, 0.3, 0.4]).max() > 0.05:
-        raise CheckFailed(f"_sample for logits log([0.1, 0.2, 0.3, 0.4]) + 800: drawn with frequencies {large}, "
-                          f"expected about [0.1, 0.2, 0.3, 0.4] (a stable softmax: subtract the row's maximum)")
-    raised = [error["raised"] for error in output["errors"]]
-    if raised != ["ValueError", "ValueError"]:
-        raise CheckFailed(f"_sample: temperature=-1 and top_k=0 must raise ValueError, got {raised}")
-    for error, name in zip(output["errors"], ("temperature", "top_k")):
-        if name not in error["message"]:
-            raise CheckFailed(f"_sample: the ValueError for a wrong {name} must name {name}, got: {error['message']}")
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -19,8 +19,8 @@
 # the model behind every large language model, small enough here to train on Shakespeare on a laptop.
 #
 # ```python
-# model = GPT(vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128)
-# logits, loss = model(idx, targets)            # idx, targets (B, T) token ids -> logits (B, T, 65)
+# model = GPT(vocab_size=84, block_size=64, n_layer=4, n_head=4, n_embd=128)
+# logits, loss = model(idx, targets)            # idx, targets (B, T) token ids -> logits (B, T, 84)
 # text = model.generate(prompt, max_new_tokens=200, temperature=0.8, top_k=10)
 # ```
 #
@@ -36,10 +36,10 @@
 # | `MLP`: Linear, GELU, Linear | 13.4 |
 # | `CausalSelfAttention`: one projection, heads as views, causal attention | 13.5 |
 # | `TransformerBlock`: pre-norm with residual connections | 13.6 |
-# | `GPT`: embeddings, blocks, head, weight tying, initialisation | 13.7 |
-# | `GPT.forward`: logits, and the loss | 13.8 |
-# | `KVCache.attend`: attention over cached keys and values | 13.9 |
-# | `_sample`: temperature, top-k, one draw per sequence | 13.10 |
+# | `KVCache.attend`: attention over cached keys and values | 13.7 |
+# | `_sample`: temperature, top-k, one draw per sequence | 13.8 |
+# | `GPT`: embeddings, blocks, head, weight tying, initialisation | 13.9 |
+# | `GPT.forward`: logits, and the loss | 13.10 |
 # | `GPT.generate`: with and without the cache | 13.11 |
 #
 # **Before you start.** This notebook runs on *your* 01-06, 11 and 12: the package imports `Function`
@@ -363,7 +363,7 @@ assert np.allclose(mlp(x).data, hidden @ mlp.c_proj.weight.data.T + mlp.c_proj.b
 #   reshape `(B, T, 3C)` to `(B, T, 3, H, D)`, permute to `(3, B, H, T, D)` (a view) and index `[0]`,
 #   `[1]`, `[2]` (views again; autograd adds each gradient into its third of the projection's);
 # - the forward (given) attends with 12's fused `scaled_dot_product_attention(q, k, v, is_causal=True)`,
-#   merges the heads (12's `_merge_heads`) and projects. With a `cache` (task 13.9) it attends over the
+#   merges the heads (12's `_merge_heads`) and projects. With a `cache` (task 13.7) it attends over the
 #   cached keys and values instead.
 #
 # Task 13.5 is `__init__` and `_qkv`.
@@ -494,141 +494,11 @@ assert np.allclose(block(changed).data[:, :2], block(x).data[:, :2], atol=1e-6),
 assert gradcheck(block, Tensor(rng.standard_normal((2, 3, 8)), requires_grad=True))
 
 # %% [markdown]
-# ## The GPT
-#
-# `GPT(vocab_size, block_size, n_layer, n_head, n_embd, dropout=0.0, bias=True, tie_weights=False)`
-# (nanoGPT's configuration names): token ids in, one score per vocabulary entry out, for every position.
-#
-# | name | what |
-# |---|---|
-# | `wte = Embedding(vocab_size, n_embd)` | the token embedding (11) |
-# | `wpe = Embedding(block_size, n_embd)` | a learned vector per position 0..block_size − 1 |
-# | `drop = Dropout(dropout)` | on the sum of the two (used only when its `p` is not 0) |
-# | `h = ModuleList(n_layer × TransformerBlock)` | the stack |
-# | `ln_f = LayerNorm(n_embd)` | the final normalisation |
-# | `lm_head = Linear(n_embd, vocab_size, bias=False)` | back to the vocabulary |
-#
-# Store `vocab_size`, `block_size` and `n_layer` too. **Weight tying** (Press and Wolf, 2017): with
-# `tie_weights=True` the head *is* the token embedding (`lm_head.weight = wte.weight`: the same
-# Parameter, registered twice, trained once, counted once by `parameters()`). Both are `(vocab_size,
-# n_embd)` tables that say how a token relates to the model's features, one going in and one going out;
-# sharing saves parameters and often helps small models.
-#
-# **Initialisation** (GPT-2's, as nanoGPT does it; task 13.7 too), after creating the modules, drawn
-# from `default_generator` in the order of `named_parameters()`: every `Linear`'s weight and both
-# embeddings' weights from N(0, 0.02²), every `Linear`'s bias zero (LayerNorm keeps its ones and zeros),
-# and then every weight whose name ends in `c_proj.weight` (the two projections that write into the
-# residual stream) drawn again from N(0, (0.02 / √(2·n_layer))²): each block adds two of them to the
-# stream, so without the scaling the stream's variance would grow with the depth.
-
-# %%
-#| export models
-class GPT(Module):
-    """A decoder-only transformer language model: token and position embeddings, n_layer blocks, ln_f, lm_head."""
-
-    def __init__(self, vocab_size: int, block_size: int, n_layer: int, n_head: int, n_embd: int,
-                 dropout: float = 0.0, bias: bool = True, tie_weights: bool = False):
-        super().__init__()
-        ### BEGIN SOLUTION 13.7 GPT
-        self.vocab_size, self.block_size, self.n_layer = vocab_size, block_size, n_layer
-        self.wte = Embedding(vocab_size, n_embd)
-        self.wpe = Embedding(block_size, n_embd)
-        self.drop = Dropout(dropout)
-        self.h = ModuleList([TransformerBlock(n_embd, n_head, dropout, bias) for _ in range(n_layer)])
-        self.ln_f = LayerNorm(n_embd)
-        self.lm_head = Linear(n_embd, vocab_size, bias=False)
-        if tie_weights:
-            self.lm_head.weight = self.wte.weight
-        for name, p in self.named_parameters():
-            if p.ndim == 2:                                 # the Linear and Embedding weights
-                p.data[...] = default_generator.normal(0.0, 0.02, size=p.shape)
-            elif name.endswith("bias"):                     # Linear biases (LayerNorm's are zeros already)
-                p.data[...] = 0.0
-        for name, p in self.named_parameters():
-            if name.endswith("c_proj.weight"):
-                p.data[...] = default_generator.normal(0.0, 0.02 / math.sqrt(2 * n_layer), size=p.shape)
-        ### END SOLUTION
-
-    def forward(self, idx, targets=None, caches=None):
-        """idx (B, T) token ids -> logits (B, T, vocab_size); with targets (B, T), (logits, mean cross-entropy).
-        With caches (one KVCache per block), idx holds the tokens that follow the cached ones."""
-        ### BEGIN SOLUTION 13.8 GPT.forward
-        idx = np.asarray(idx)
-        start = 0 if caches is None else caches[0].length
-        length = idx.shape[-1]
-        if idx.ndim != 2 or start + length > self.block_size:
-            raise ValueError(f"GPT: expected idx of shape (B, T) with T at most block_size ({self.block_size}) "
-                             f"after {start} cached tokens, got shape {idx.shape}")
-        x = self.wte(idx) + self.wpe(np.arange(start, start + length))
-        if self.drop.p:
-            x = self.drop(x)
-        for index, block in enumerate(self.h):
-            x = block(x, None if caches is None else caches[index])
-        logits = self.lm_head(self.ln_f(x))
-        if targets is None:
-            return logits
-        loss = cross_entropy(logits.reshape(-1, self.vocab_size), np.asarray(targets).reshape(-1))
-        return logits, loss
-        ### END SOLUTION
-
-    def make_caches(self, batch: int) -> list:
-        """One empty KVCache per block, for `batch` sequences of up to block_size tokens (see task 13.9)."""
-        return [KVCache(batch, block.attn.n_head, self.block_size, block.attn.n_embd // block.attn.n_head)
-                for block in self.h]
-
-# %% [markdown]
-# `forward(idx, targets=None, caches=None)` (task 13.8): `idx` is a `(B, T)` array (or tensor) of token ids
-# with T ≤ `block_size` (more is a `ValueError` naming the shape and `block_size`: there are no
-# positions beyond it):
-#
-# 1. x = `wte(idx) + wpe(positions)`, positions `0, 1, ..., T − 1` (`np.arange`; with `caches`, the new
-#    tokens stand after the cached ones: positions start at `caches[0].length`, and the check above
-#    counts those too); `(B, T, C) + (T, C)` broadcasts;
-# 2. dropout, only when `drop.p` is not 0;
-# 3. every block in turn (block i gets `caches[i]`, or `None`);
-# 4. `ln_f`, then `lm_head`: logits `(B, T, vocab_size)`.
-#
-# Without targets return the logits; with `targets` (B, T) return `(logits, loss)`, the loss being 05's
-# `cross_entropy` over the flattened logits `(B·T, vocab_size)` and targets `(B·T,)`: the mean over
-# every position of every sequence. Training a language model is exactly this: `targets` is `idx`
-# shifted by one, and every position learns to predict the token after it, all T at once, which is
-# only fair because the attention is causal (position t cannot peek at token t + 1, its own answer).
-#
-# `make_caches(batch)` (given) makes the caches of task 13.9.
-
-# %% [markdown]
-# Test 13.7 and 13.8: the parameters, weight tying, a forward and a backward on random tokens.
-
-# %%
-manual_seed(0)
-model = GPT(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=16)
-names = [name for name, _ in model.named_parameters()]
-print(len(names), "parameters, first", names[:6])
-assert names[:4] == ["wte.weight", "wpe.weight", "h.0.ln_1.weight", "h.0.ln_1.bias"] and names[-1] == "lm_head.weight"
-assert abs(model.wte.weight.data.std() - 0.02) < 0.005 and not model.h[0].attn.c_attn.bias.data.any()
-assert abs(model.h[1].mlp.c_proj.weight.data.std() - 0.01) < 0.002, "c_proj: 0.02 / sqrt(2 * n_layer)"
-tied = GPT(11, 8, 2, 2, 16, tie_weights=True)
-assert tied.lm_head.weight is tied.wte.weight and len(list(tied.parameters())) == len(names) - 1
-idx = rng.integers(0, 11, (3, 8))
-logits, loss = model(idx, np.roll(idx, -1, axis=1))
-print(f"loss at initialisation {loss.item():.3f}, log(11) = {np.log(11):.3f}")
-assert logits.shape == (3, 8, 11) and logits.dtype == np.float32 and abs(loss.item() - np.log(11)) < 0.1
-loss.backward()
-assert all(p.grad is not None and p.grad.shape == p.shape for p in model.parameters())
-later = idx.copy()
-later[:, 5:] = rng.integers(0, 11, (3, 3))
-assert np.allclose(model(later).data[:, :5], logits.data[:, :5], atol=1e-6), "causal"
-try:
-    model(rng.integers(0, 11, (1, 9)))
-    raise AssertionError("expected ValueError")
-except ValueError as error:
-    print("as expected:", error)
-
-# %% [markdown]
 # ## Generating text, and the key-value cache
 #
-# A language model writes one token at a time: run the model on the text so far, take the logits of
-# the **last** position, draw the next token from them, append it, repeat. Run naively, step n
+# Two pieces for the GPT's generation come first, as they need only the attention: the cache, and the
+# choice of the next token. A language model writes one token at a time: run the model on the text so
+# far, take the logits of the **last** position, draw the next token from them, append it, repeat. Run naively, step n
 # recomputes all n positions, although the first n − 1 have not changed at all: position t's keys and
 # values depend only on tokens 0..t (the attention is causal), so they are the same at every later
 # step. Generating N tokens costs O(N²) positions of work where O(N) would do.
@@ -641,7 +511,7 @@ except ValueError as error:
 # `KVCache(batch, n_head, max_length, head_dim, dtype=np.float32)` (given `__init__`) holds two
 # preallocated arrays `keys` and `values` of shape `(batch, n_head, max_length, head_dim)` and `length`,
 # the number of positions filled. Appending is then a copy into a slice, never a reallocation.
-# `attend(q, k, v)` (task 13.9) gets the new positions' q, k, v `(B, H, T, D)` (T new tokens: the prompt,
+# `attend(q, k, v)` (task 13.7) gets the new positions' q, k, v `(B, H, T, D)` (T new tokens: the prompt,
 # or 1) and:
 #
 # 1. raises a `ValueError` (naming both numbers) if `length + T` exceeds `max_length`;
@@ -669,7 +539,7 @@ class KVCache:
 
     def attend(self, q, k, v) -> Tensor:
         """Append k, v (B, H, T, D) to the cache; q (B, H, T, D) attends to every cached position up to its own."""
-        ### BEGIN SOLUTION 13.9 KVCache.attend
+        ### BEGIN SOLUTION 13.7 KVCache.attend
         start, new = self.length, k.shape[-2]
         end = start + new
         if end > self.max_length:
@@ -684,8 +554,8 @@ class KVCache:
         ### END SOLUTION
 
 # %% [markdown]
-# Test 13.9: a sequence fed through the cache in pieces (3 tokens, then 1, then 2) gives what the
-# whole sequence gives at once.
+# Test 13.7: a sequence fed through the cache in pieces (3 tokens, then 1, then 2) gives what the
+# whole sequence gives at once (the GPT's tests below do the same through the whole model).
 
 # %%
 cache = KVCache(2, 2, 8, 4)
@@ -693,9 +563,6 @@ x6 = rng.standard_normal((2, 6, 8)).astype(np.float32)
 pieces = [attention(x6[:, a:b], cache) for a, b in [(0, 3), (3, 4), (4, 6)]]
 assert cache.length == 6 and np.allclose(np.concatenate([p.data for p in pieces], axis=1), attention(x6).data,
                                          atol=1e-5)
-caches = model.make_caches(3)
-pieces = [model(idx[:, a:b], caches=caches) for a, b in [(0, 5), (5, 6), (6, 8)]]
-assert np.allclose(np.concatenate([p.data for p in pieces], axis=1), logits.data, atol=1e-5)
 
 # %% [markdown]
 # ## Choosing the next token
@@ -717,7 +584,7 @@ assert np.allclose(np.concatenate([p.data for p in pieces], axis=1), logits.data
 #   u · total (`np.cumsum` along the row; the count of entries ≤ u · total is that index; clip it to
 #   V − 1 against rounding). A token of probability 0 is never drawn.
 #
-# `_sample(logits, temperature, top_k, generator)` (task 13.10): logits `(B, V)` (an array) → `(B,)`
+# `_sample(logits, temperature, top_k, generator)` (task 13.8): logits `(B, V)` (an array) → `(B,)`
 # int64, computed in float64 (the softmax of a few dozen logits costs nothing, and float64 keeps the
 # cumulative sum exact enough). Why so precise about the draw? Because the cached and the uncached
 # generation must give the *same* tokens for the same seed: both consume the generator identically.
@@ -727,7 +594,7 @@ assert np.allclose(np.concatenate([p.data for p in pieces], axis=1), logits.data
 def _sample(logits, temperature: float, top_k, generator) -> np.ndarray:
     """One token id per row of logits (B, V): greedy at temperature 0, else one uniform draw per row from
     softmax(logits / temperature) restricted to the top_k largest logits."""
-    ### BEGIN SOLUTION 13.10 _sample
+    ### BEGIN SOLUTION 13.8 _sample
     logits = np.asarray(logits, dtype=np.float64)
     if temperature < 0:
         raise ValueError(f"generate: temperature must be >= 0, got {temperature}")
@@ -747,7 +614,7 @@ def _sample(logits, temperature: float, top_k, generator) -> np.ndarray:
     ### END SOLUTION
 
 # %% [markdown]
-# Test 13.10.
+# Test 13.8.
 
 # %%
 scores = np.log(np.array([[0.1, 0.2, 0.3, 0.4], [0.7, 0.1, 0.1, 0.1]]))
@@ -760,10 +627,174 @@ assert _sample(scores, 1.0, None, np.random.default_rng(7)).tolist() == \
     _sample(scores, 1.0, None, np.random.default_rng(7)).tolist()
 
 # %% [markdown]
+# ## The GPT
+#
+# `GPT(vocab_size, block_size, n_layer, n_head, n_embd, dropout=0.0, bias=True, tie_weights=False)`
+# (nanoGPT's configuration names): token ids in, one score per vocabulary entry out, for every position.
+#
+# | name | what |
+# |---|---|
+# | `wte = Embedding(vocab_size, n_embd)` | the token embedding (11) |
+# | `wpe = Embedding(block_size, n_embd)` | a learned vector per position 0..block_size − 1 |
+# | `drop = Dropout(dropout)` | on the sum of the two (used only when its `p` is not 0) |
+# | `h = ModuleList(n_layer × TransformerBlock)` | the stack |
+# | `ln_f = LayerNorm(n_embd)` | the final normalisation |
+# | `lm_head = Linear(n_embd, vocab_size, bias=False)` | back to the vocabulary |
+#
+# Store `vocab_size`, `block_size` and `n_layer` too. **Weight tying** (Press and Wolf, 2017): with
+# `tie_weights=True` the head *is* the token embedding (`lm_head.weight = wte.weight`: the same
+# Parameter, registered twice, trained once, counted once by `parameters()`). Both are `(vocab_size,
+# n_embd)` tables that say how a token relates to the model's features, one going in and one going out;
+# sharing saves parameters and often helps small models.
+#
+# **Initialisation** (GPT-2's, as nanoGPT does it; task 13.9 too), after creating the modules, drawn
+# from `default_generator` in the order of `named_parameters()`: every `Linear`'s weight and both
+# embeddings' weights from N(0, 0.02²), every `Linear`'s bias zero (LayerNorm keeps its ones and zeros),
+# and then every weight whose name ends in `c_proj.weight` (the two projections that write into the
+# residual stream) drawn again from N(0, (0.02 / √(2·n_layer))²): each block adds two of them to the
+# stream, so without the scaling the stream's variance would grow with the depth.
+#
+# The class holds three tasks: `__init__` (13.9), `forward` (13.10, below the class) and `generate`
+# (13.11, after the tests of the forward), which puts together the cache and the sampling above.
+
+# %%
+#| export models
+class GPT(Module):
+    """A decoder-only transformer language model: token and position embeddings, n_layer blocks, ln_f, lm_head."""
+
+    def __init__(self, vocab_size: int, block_size: int, n_layer: int, n_head: int, n_embd: int,
+                 dropout: float = 0.0, bias: bool = True, tie_weights: bool = False):
+        super().__init__()
+        ### BEGIN SOLUTION 13.9 GPT
+        self.vocab_size, self.block_size, self.n_layer = vocab_size, block_size, n_layer
+        self.wte = Embedding(vocab_size, n_embd)
+        self.wpe = Embedding(block_size, n_embd)
+        self.drop = Dropout(dropout)
+        self.h = ModuleList([TransformerBlock(n_embd, n_head, dropout, bias) for _ in range(n_layer)])
+        self.ln_f = LayerNorm(n_embd)
+        self.lm_head = Linear(n_embd, vocab_size, bias=False)
+        if tie_weights:
+            self.lm_head.weight = self.wte.weight
+        for name, p in self.named_parameters():
+            if p.ndim == 2:                                 # the Linear and Embedding weights
+                p.data[...] = default_generator.normal(0.0, 0.02, size=p.shape)
+            elif name.endswith("bias"):                     # Linear biases (LayerNorm's are zeros already)
+                p.data[...] = 0.0
+        for name, p in self.named_parameters():
+            if name.endswith("c_proj.weight"):
+                p.data[...] = default_generator.normal(0.0, 0.02 / math.sqrt(2 * n_layer), size=p.shape)
+        ### END SOLUTION
+
+    def forward(self, idx, targets=None, caches=None):
+        """idx (B, T) token ids -> logits (B, T, vocab_size); with targets (B, T), (logits, mean cross-entropy).
+        With caches (one KVCache per block), idx holds the tokens that follow the cached ones."""
+        ### BEGIN SOLUTION 13.10 GPT.forward
+        idx = np.asarray(idx)
+        start = 0 if caches is None else caches[0].length
+        length = idx.shape[-1]
+        if idx.ndim != 2 or start + length > self.block_size:
+            raise ValueError(f"GPT: expected idx of shape (B, T) with T at most block_size ({self.block_size}) "
+                             f"after {start} cached tokens, got shape {idx.shape}")
+        x = self.wte(idx) + self.wpe(np.arange(start, start + length))
+        if self.drop.p:
+            x = self.drop(x)
+        for index, block in enumerate(self.h):
+            x = block(x, None if caches is None else caches[index])
+        logits = self.lm_head(self.ln_f(x))
+        if targets is None:
+            return logits
+        loss = cross_entropy(logits.reshape(-1, self.vocab_size), np.asarray(targets).reshape(-1))
+        return logits, loss
+        ### END SOLUTION
+
+    def make_caches(self, batch: int) -> list:
+        """One empty KVCache per block, for `batch` sequences of up to block_size tokens (see task 13.7)."""
+        return [KVCache(batch, block.attn.n_head, self.block_size, block.attn.n_embd // block.attn.n_head)
+                for block in self.h]
+
+    def generate(self, idx, max_new_tokens: int, temperature: float = 1.0, top_k=None, use_cache: bool = True,
+                 generator=None) -> Tensor:
+        """Append max_new_tokens sampled tokens to idx (B, T): with a key-value cache, or recomputing everything."""
+        ### BEGIN SOLUTION 13.11 GPT.generate
+        generator = default_generator if generator is None else generator
+        idx = np.asarray(idx).astype(np.int64)
+        mode = self.training
+        self.eval()
+        try:
+            with no_grad():
+                caches = None
+                for _ in range(max_new_tokens):
+                    if not use_cache:
+                        logits = self(idx[:, -self.block_size:])
+                    elif caches is None or caches[0].length == self.block_size:
+                        caches = self.make_caches(len(idx))
+                        logits = self(idx[:, -self.block_size:], caches=caches)
+                    else:
+                        logits = self(idx[:, -1:], caches=caches)
+                    token = _sample(logits.data[:, -1], temperature, top_k, generator)
+                    idx = np.concatenate([idx, token[:, None]], axis=1)
+        finally:
+            self.train(mode)
+        return Tensor(idx)
+        ### END SOLUTION
+
+# %% [markdown]
+# `forward(idx, targets=None, caches=None)` (task 13.10): `idx` is a `(B, T)` array (or tensor) of token ids
+# with T ≤ `block_size` (more is a `ValueError` naming the shape and `block_size`: there are no
+# positions beyond it):
+#
+# 1. x = `wte(idx) + wpe(positions)`, positions `0, 1, ..., T − 1` (`np.arange`; with `caches`, the new
+#    tokens stand after the cached ones: positions start at `caches[0].length`, and the check above
+#    counts those too); `(B, T, C) + (T, C)` broadcasts;
+# 2. dropout, only when `drop.p` is not 0;
+# 3. every block in turn (block i gets `caches[i]`, or `None`);
+# 4. `ln_f`, then `lm_head`: logits `(B, T, vocab_size)`.
+#
+# Without targets return the logits; with `targets` (B, T) return `(logits, loss)`, the loss being 05's
+# `cross_entropy` over the flattened logits `(B·T, vocab_size)` and targets `(B·T,)`: the mean over
+# every position of every sequence. Training a language model is exactly this: `targets` is `idx`
+# shifted by one, and every position learns to predict the token after it, all T at once, which is
+# only fair because the attention is causal (position t cannot peek at token t + 1, its own answer).
+#
+# `make_caches(batch)` (given) makes the caches of task 13.7.
+
+# %% [markdown]
+# Test 13.9 and 13.10: the parameters, weight tying, a forward and a backward on random tokens, and the
+# sequence fed through the caches in pieces (5 tokens, then 1, then 2) giving the logits of the whole.
+
+# %%
+manual_seed(0)
+model = GPT(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=16)
+names = [name for name, _ in model.named_parameters()]
+print(len(names), "parameters, first", names[:6])
+assert names[:4] == ["wte.weight", "wpe.weight", "h.0.ln_1.weight", "h.0.ln_1.bias"] and names[-1] == "lm_head.weight"
+assert abs(model.wte.weight.data.std() - 0.02) < 0.005 and not model.h[0].attn.c_attn.bias.data.any()
+assert abs(model.h[1].mlp.c_proj.weight.data.std() - 0.01) < 0.002, "c_proj: 0.02 / sqrt(2 * n_layer)"
+tied = GPT(11, 8, 2, 2, 16, tie_weights=True)
+assert tied.lm_head.weight is tied.wte.weight and len(list(tied.parameters())) == len(names) - 1
+idx = rng.integers(0, 11, (3, 8))
+logits, loss = model(idx, np.roll(idx, -1, axis=1))
+print(f"loss at initialisation {loss.item():.3f}, log(11) = {np.log(11):.3f}")
+assert logits.shape == (3, 8, 11) and logits.dtype == np.float32 and abs(loss.item() - np.log(11)) < 0.1
+loss.backward()
+assert all(p.grad is not None and p.grad.shape == p.shape for p in model.parameters())
+later = idx.copy()
+later[:, 5:] = rng.integers(0, 11, (3, 3))
+assert np.allclose(model(later).data[:, :5], logits.data[:, :5], atol=1e-6), "causal"
+try:
+    model(rng.integers(0, 11, (1, 9)))
+    raise AssertionError("expected ValueError")
+except ValueError as error:
+    print("as expected:", error)
+caches = model.make_caches(3)
+pieces = [model(idx[:, a:b], caches=caches) for a, b in [(0, 5), (5, 6), (6, 8)]]
+assert np.allclose(np.concatenate([p.data for p in pieces], axis=1), logits.data, atol=1e-5)
+
+# %% [markdown]
 # ## `generate`
 #
-# `GPT.generate(idx, max_new_tokens, temperature=1.0, top_k=None, use_cache=True, generator=None)`
-# (task 13.11): `idx` is the prompt, a `(B, T)` array or tensor of token ids; the result is a `(B, T +
+# `GPT.generate(idx, max_new_tokens, temperature=1.0, top_k=None, use_cache=True, generator=None)`, the
+# last method of the class above (task 13.11): `idx` is the prompt, a `(B, T)` array or tensor of token ids; the result is a `(B, T +
 # max_new_tokens)` int64 Tensor, the prompt followed by the new tokens. `generator` is a
 # `np.random.Generator`, by default 01's `default_generator` (so `manual_seed` makes generation
 # repeatable).
@@ -782,41 +813,7 @@ assert _sample(scores, 1.0, None, np.random.default_rng(7)).tolist() == \
 # Both ways compute the same logits (up to float32 rounding) and draw identically, so for the same seed
 # they give the same tokens.
 
-# %%
-#| export models
-def _generate(self, idx, max_new_tokens: int, temperature: float = 1.0, top_k=None, use_cache: bool = True,
-              generator=None) -> Tensor:
-    """Append max_new_tokens sampled tokens to idx (B, T): with a key-value cache, or recomputing everything."""
-    ### BEGIN SOLUTION 13.11 GPT.generate
-    generator = default_generator if generator is None else generator
-    idx = np.asarray(idx).astype(np.int64)
-    mode = self.training
-    self.eval()
-    try:
-        with no_grad():
-            caches = None
-            for _ in range(max_new_tokens):
-                if not use_cache:
-                    logits = self(idx[:, -self.block_size:])
-                elif caches is None or caches[0].length == self.block_size:
-                    caches = self.make_caches(len(idx))
-                    logits = self(idx[:, -self.block_size:], caches=caches)
-                else:
-                    logits = self(idx[:, -1:], caches=caches)
-                token = _sample(logits.data[:, -1], temperature, top_k, generator)
-                idx = np.concatenate([idx, token[:, None]], axis=1)
-    finally:
-        self.train(mode)
-    return Tensor(idx)
-    ### END SOLUTION
-
-
-GPT.generate = _generate
-
 # %% [markdown]
-# (`generate` is written as a function and attached to the class, `GPT.generate = _generate`, only so that
-# it can sit here, after the sampling it needs; it is an ordinary method.)
-#
 # Test 13.11: the length, the prompt kept, greedy generation against the model's own argmax step by
 # step, and **the cache agreeing with no cache**, also past `block_size` (the window slides).
 
@@ -841,8 +838,8 @@ assert model.training, "generate restores the mode"
 #
 # The real test of a language model: train one. Characters of the shipped complete works (08's
 # `tt.datasets.shakespeare()`), a tiny GPT (2 layers, width 64, 4 heads, context 64), 200 steps of AdamW
-# on batches of 16 windows: under a minute. Expect the loss to fall from log(vocabulary) ≈ 4.2 nats per
-# character to about 2.4, and the sample to have the look of a play (names in capitals, lines, common
+# on batches of 16 windows: under a minute. Expect the loss to fall from log(vocabulary) ≈ 4.3 nats per
+# character (the first million characters hold 76 distinct ones) to about 2.4, and the sample to have the look of a play (names in capitals, lines, common
 # short words) but little sense. The milestone trains a bigger one for longer.
 
 # %% tags=["learner-only"]
