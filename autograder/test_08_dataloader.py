@@ -12,12 +12,13 @@ data files are never read here (the given loaders are tested by the project's ow
 """
 
 import collections
+import math
 import re
 
 import numpy as np
 from hypothesis import strategies as st
 
-from checklib import CheckFailed, arrays, by_variant, capture_error, check, expect_error
+from checklib import CheckFailed, CheckFamily, arrays, assert_close, by_variant, capture_error, check, expect_error
 
 # ---------------------------------------------------------------------------------------------------
 # compute helpers (they travel to the sandbox and reveal no answer)
@@ -101,6 +102,33 @@ def _back(tt, output):
                                                                   else output)}
 
 
+def _held(tt, value):
+    """What an argument holds after the call, as plain data: a Tensor or an array as its type and a copy of its
+    values, a container as its type and parts, anything else as its type and repr (tt None: no Tensor here)."""
+    if tt is not None and isinstance(value, tt.Tensor):
+        return {"Tensor": np.array(value.numpy())}
+    if isinstance(value, np.ndarray):
+        return {"ndarray": value.copy()}
+    if isinstance(value, dict):
+        return {"dict": {str(key): _held(tt, part) for key, part in value.items()}}
+    if isinstance(value, (list, tuple)):
+        return {type(value).__name__: [_held(tt, part) for part in value]}
+    return {type(value).__name__: repr(value)}
+
+
+class _Counted:
+    """A sampler of n indices that only tells how many (n beyond 2**53): len() needs no index made."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        return iter(())
+
+
 # ---------------------------------------------------------------------------------------------------
 # the judge's side: strategies, numpy references and words
 
@@ -116,6 +144,54 @@ def _is_permutation(order, n):
 
 def _fail(sentence):
     raise CheckFailed(sentence, sentence)
+
+
+def _same(before, after):
+    """Plain data equal, arrays by shape, dtype and values (a list and a tuple alike: the wire makes both lists)."""
+    if isinstance(before, dict):
+        return isinstance(after, dict) and set(before) == set(after) and all(_same(before[k], after[k]) for k in before)
+    if isinstance(before, (list, tuple)):
+        return isinstance(after, (list, tuple)) and len(before) == len(after) and all(map(_same, before, after))
+    if isinstance(before, np.ndarray) or isinstance(after, np.ndarray):
+        before, after = np.asarray(before), np.asarray(after)
+        return before.shape == after.shape and before.dtype == after.dtype and np.array_equal(before, after)
+    return type(before) is type(after) and before == after
+
+
+def _change(before, after):
+    """How an array changed, in words; for other data, what it held before and after."""
+    if isinstance(before, dict) and isinstance(after, dict) and len(before) == 1 and before.keys() == after.keys():
+        return _change(*before.values(), *after.values())      # {"ndarray": array}: the array
+    if not (isinstance(before, np.ndarray) and isinstance(after, np.ndarray)):
+        return f"it held {before!r:.80} and then {after!r:.80}"
+    if before.shape != after.shape or before.dtype != after.dtype:
+        return f"shape {before.shape} and dtype {before.dtype} became shape {after.shape} and dtype {after.dtype}"
+    wrong = before != after
+    index = tuple(int(i) for i in np.unravel_index(int(np.argmax(wrong)), before.shape))
+    return (f"{int(wrong.sum())} of {before.size} values changed, the first at index {index}: {before[index].item()!r} "
+            f"became {after[index].item()!r}")
+
+
+def _expect_unchanged(what, given, afterwards, advice):
+    """Judge a call's arguments: each (name -> what it was given) must hold the same after the call."""
+    for name, before in given.items():
+        if not _same(before, afterwards[name]):
+            raise CheckFailed(f"{what}: the call changed {name}, which it was given, in place "
+                              f"({_change(before, afterwards[name])}); {advice}",
+                              f"{what}: the call changed {name}, which it was given, in place; {advice}")
+
+
+def _judge_arguments_then_result(check_, expected, given, advice):
+    """Make check_'s verdict (its compute returns {"result": ..., "afterwards": {name: _held(...)}}): first every
+    argument as given (`given(case)`), then the result against `expected(case)`, compared as the check compares."""
+    first = check_.checks[0] if isinstance(check_, CheckFamily) else check_
+
+    def verdict(case, output):
+        what = first.what(case)
+        _expect_unchanged(what, given(case), output["afterwards"], advice)
+        assert_close(output["result"], expected(case), what=what, rtol=first.rtol, atol=first.atol,
+                     exact_dtype=first.dtype)
+    check_.verdict(verdict)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -142,16 +218,24 @@ def _shapes(case):
 @check(task="08.1", points=2, inputs=_tensors(), dtype=True,
        describe=lambda case: f"TensorDataset({_shapes(case)}): len(), every item and item -1")
 def tensor_dataset_items_are_tuples_of_rows(tt, case):
-    dataset = tt.utils.data.TensorDataset(*[_given(tt, t, form) for t, form in zip(case["tensors"], case["forms"])])
+    given = [_given(tt, t, form) for t, form in zip(case["tensors"], case["forms"])]
+    dataset = tt.utils.data.TensorDataset(*given)
     items = {f"item {i}": dataset[i] for i in [*range(len(case["tensors"][0])), -1]}
-    return {"len": len(dataset), **{key: {type(item).__name__: [_plain(tt, part) for part in item]}
-                                         for key, item in items.items()}}
+    return {"result": {"len": len(dataset), **{key: {type(item).__name__: [_plain(tt, part) for part in item]}
+                                                   for key, item in items.items()}},
+            "afterwards": {f"tensor {k}": _held(tt, t) for k, t in enumerate(given)}}
 
 
-@tensor_dataset_items_are_tuples_of_rows.expected
-def _(case):
+def _tensor_dataset_items(case):
     n = len(case["tensors"][0])
     return {"len": n, **{f"item {i}": {"tuple": [_tensor(t[i]) for t in case["tensors"]]} for i in [*range(n), -1]}}
+
+
+_judge_arguments_then_result(
+    tensor_dataset_items_are_tuples_of_rows, _tensor_dataset_items,
+    lambda case: {f"tensor {k}": {"Tensor" if form == "Tensor" else "ndarray": t}
+                  for k, (t, form) in enumerate(zip(case["tensors"], case["forms"]))},
+    "keep the tensors as they were given (as_tensor keeps an array's memory: never write into it)")
 
 
 @check(task="08.1", points=1, guard=True, inputs=st.tuples(st.integers(1, 5), st.integers(1, 5)).filter(
@@ -217,10 +301,19 @@ def default_collate_stacks_numbers_arrays_and_tensors(tt, case):
     items = _items(case)
     if case["kind"] == "Tensors":
         items = [tt.Tensor(item) for item in items]
-    return _plain(tt, tt.utils.data.default_collate(items))
+    return {"result": _plain(tt, tt.utils.data.default_collate(items)), "afterwards": {"the batch": _held(tt, items)}}
 
 
-default_collate_stacks_numbers_arrays_and_tensors.expected(lambda case: _tensor(_collated_leaves(case)))
+def _leaves_given(case):
+    if case["kind"] == "Tensors":
+        return {"the batch": {"list": [{"Tensor": item} for item in case["items"]]}}
+    return {"the batch": _held(None, _items(case))}
+
+
+_COLLATE_ADVICE = ("build the batch in new containers and leave the list of items, and every item, as it was given "
+                   "(the items are the dataset's own)")
+_judge_arguments_then_result(default_collate_stacks_numbers_arrays_and_tensors,
+                             lambda case: _tensor(_collated_leaves(case)), _leaves_given, _COLLATE_ADVICE)
 
 
 @st.composite
@@ -279,6 +372,8 @@ def _structured_items(case):
         return [{"image": image, "label": label} for image, label, _ in rows]
     if form == "named tuples":
         return [Pair(image, label) for image, label, _ in rows]
+    if form == "tuples holding strings":
+        return [(image, f"item {label}", {"name": f"n{label}"}) for image, label, _ in rows]
     return [{"pair": (image, label), "weight": weight} for image, label, weight in rows]
 
 
@@ -297,6 +392,9 @@ def _collated_structure(case):
         return {"dict": {"image": images, "label": labels}}
     if form == "named tuples":
         return {"Pair": [images, labels]}
+    if form == "tuples holding strings":  # as PyTorch: a tuple (zip's) for a position of tuples, a list for a key
+        return {"list": [images, {"tuple": [f"item {label}" for label in case["labels"]]},
+                         {"dict": {"name": {"list": [f"n{label}" for label in case["labels"]]}}}]}
     return {"dict": {"pair": {"list": [images, labels]}, "weight": weights}}
 
 
@@ -306,6 +404,7 @@ COLLATE_STRUCTURES = {
     "{'image', 'label'} dicts": ("08.3", 1, _structured("dicts")),
     "named tuples Pair(image, label)": ("08.3", 1, _structured("named tuples")),
     "dicts holding a tuple": ("08.3", 1, _structured("nested")),
+    "(image, name, {'name'}) tuples holding strings": ("08.3", 1, _structured("tuples holding strings")),
 }
 
 
@@ -313,10 +412,24 @@ COLLATE_STRUCTURES = {
        describe=lambda case: f"default_collate(a list of {len(case['labels'])} items as {case['form']}, images of "
                              f"shape {case['images'][0].shape} float32, int labels)")
 def default_collate_collates_position_by_position(tt, case):
-    return _plain(tt, tt.utils.data.default_collate(_structured_items(case)))
+    items = _structured_items(case)
+    return {"result": _plain(tt, tt.utils.data.default_collate(items)), "afterwards": {"the batch": _held(tt, items)}}
 
 
-default_collate_collates_position_by_position.expected(_collated_structure)
+@default_collate_collates_position_by_position.verdict
+def _(case, output):
+    first = default_collate_collates_position_by_position.checks[0]
+    what = first.what(case)
+    _expect_unchanged(what, {"the batch": _held(None, _structured_items(case))}, output["afterwards"], _COLLATE_ADVICE)
+    parts = output["result"].get("list") if isinstance(output["result"], dict) else None
+    names = [f"item {label}" for label in case["labels"]]
+    if case["form"] == "tuples holding strings" and isinstance(parts, list) and len(parts) == 3 \
+            and parts[1] != {"tuple": names}:
+        _fail(f"{what}: position 1 (the strings) came back as {parts[1]!r:.100}; PyTorch gives the tuple "
+              f"{tuple(names)!r:.100}: a batch of strings is returned as it is, and a column of zip(*batch) is a "
+              f"tuple, so pass each column to default_collate as zip gives it")
+    assert_close(output["result"], _collated_structure(case), what=what, rtol=first.rtol, atol=first.atol,
+                 exact_dtype=first.dtype)
 
 
 @check(task="08.3", points=1, guard=True, inputs=st.tuples(st.integers(1, 3), st.integers(2, 4)).filter(
@@ -463,6 +576,40 @@ batch_sampler_len_counts_the_batches.expected(
     lambda case: len(_chunks(case["order"], case["batch_size"], case["drop_last"])))
 
 
+def _float_count(n, batch_size, drop_last):
+    """The number of batches computed through a float, as math.ceil(n / b) and math.floor(n / b) do."""
+    return math.floor(n / batch_size) if drop_last else math.ceil(n / batch_size)
+
+
+def _exact_count(n, batch_size, drop_last):
+    return n // batch_size if drop_last else -(-n // batch_size)
+
+
+_huge = st.fixed_dictionaries({"n": st.integers(2 ** 53, 2 ** 62), "batch_size": st.integers(1, 64),
+                               "drop_last": st.booleans()}).filter(
+    lambda case: _float_count(case["n"], case["batch_size"], case["drop_last"]) != _exact_count(**case))
+
+
+def _expect_exact_count(what, case, output):
+    right = _exact_count(**case)
+    if output != right:
+        _fail(f"{what}: expected {right} but got {output!r:.40}; count the batches with integers (n // batch_size, "
+              f"and -(-n // batch_size) for the ceiling), not math.ceil(n / batch_size): a float holds 53 bits and "
+              f"rounds a count this large")
+
+
+@check(task="08.5", points=1, inputs=_huge,
+       describe=lambda case: f"len(BatchSampler(a sampler whose len() is {case['n']}, {case['batch_size']}, "
+                             f"drop_last={case['drop_last']}))")
+def batch_sampler_len_is_exact_beyond_float_precision(tt, case):
+    return len(tt.utils.data.BatchSampler(_Counted(case["n"]), case["batch_size"], case["drop_last"]))
+
+
+batch_sampler_len_is_exact_beyond_float_precision.verdict(lambda case, output: _expect_exact_count(
+    f"len(BatchSampler(a sampler whose len() is {case['n']}, {case['batch_size']}, drop_last={case['drop_last']}))",
+    case, output))
+
+
 @check(task="08.5", points=1, inputs=st.tuples(st.permutations(list(range(7))), st.permutations(list(range(7))),
                                                st.integers(2, 4)).map(
            lambda t: {"orders": [list(t[0]), list(t[1])], "batch_size": t[2]}),
@@ -508,6 +655,18 @@ def dataloader_len_counts_the_batches(tt, case):
 
 dataloader_len_counts_the_batches.expected(lambda case: case["n"] // case["batch_size"] if case["drop_last"]
                                            else -(-case["n"] // case["batch_size"]))
+
+
+@check(task="08.6", points=1, inputs=_huge,
+       describe=lambda case: f"len(DataLoader(a dataset whose len() is {case['n']}, batch_size={case['batch_size']}, "
+                             f"drop_last={case['drop_last']}))")
+def dataloader_len_is_exact_beyond_float_precision(tt, case):
+    return len(tt.utils.data.DataLoader(_Labels(case["n"]), batch_size=case["batch_size"], drop_last=case["drop_last"]))
+
+
+dataloader_len_is_exact_beyond_float_precision.verdict(lambda case, output: _expect_exact_count(
+    f"len(DataLoader(a dataset whose len() is {case['n']}, batch_size={case['batch_size']}, "
+    f"drop_last={case['drop_last']}))", case, output))
 
 
 @check(task="08.6", points=1, inputs=st.integers(1, 20).map(lambda n: {"n": n}),
@@ -712,16 +871,30 @@ NORMALIZE = {
        describe=lambda case: f"Normalize(mean={case['mean']}, std={case['std']}) of {case['form']} images of shape "
                              f"{case['x'].shape} and dtype {case['x'].dtype}")
 def normalize_subtracts_the_mean_and_divides_by_the_std(tt, case):
-    return _back(tt, tt.transforms.Normalize(case["mean"], case["std"])(_given(tt, case["x"], case["form"])))
+    images = _given(tt, case["x"], case["form"])
+    return {"result": _back(tt, tt.transforms.Normalize(case["mean"], case["std"])(images)),
+            "afterwards": {"the images": _held(tt, images)}}
 
 
-@normalize_subtracts_the_mean_and_divides_by_the_std.expected
-def _(case):
+def _images_given(case):
+    return {"the images": {"Tensor" if case["form"] == "Tensor" else "ndarray": case["x"]}}
+
+
+def _normalized(case):
     x = case["x"]
     mean = np.asarray(case["mean"], dtype=np.float64).reshape(-1, 1, 1)
     std = np.asarray(case["std"], dtype=np.float64).reshape(-1, 1, 1)
     return {"type": "Tensor" if case["form"] == "Tensor" else "ndarray",
             "array": ((x.astype(np.float64) - mean) / std).astype(x.dtype)}
+
+
+_judge_arguments_then_result(normalize_subtracts_the_mean_and_divides_by_the_std, _normalized, _images_given,
+                             "compute a new array, (batch - mean) / std, not batch -= mean: np.asarray(x), a "
+                             "Tensor's array and batch[None] all share the caller's memory")
+_FLIP_ADVICE = ("pick each image from the batch or its mirror into a new array (np.where), never assign into the "
+                "batch: np.asarray(x) shares the caller's memory")
+_CROP_ADVICE = ("take the windows into a new array and never write into the batch: np.asarray(x) shares the caller's "
+                "memory")
 
 
 @check(task="08.8", points=1, inputs=st.integers(1, 3).map(lambda c: {"channels": c}),
@@ -769,13 +942,16 @@ def _flips(draw):
                              f"and dtype {case['x'].dtype}")
 def flip_gives_each_image_or_its_mirror(tt, case):
     tt.manual_seed(case["seed"])
-    return _back(tt, tt.transforms.RandomHorizontalFlip(p=case["p"])(_given(tt, case["x"], case["form"])))
+    images = _given(tt, case["x"], case["form"])
+    return {**_back(tt, tt.transforms.RandomHorizontalFlip(p=case["p"])(images)),
+            "afterwards": {"the images": _held(tt, images)}}
 
 
 @flip_gives_each_image_or_its_mirror.verdict
 def _(case, output):
     x, what = case["x"], (f"RandomHorizontalFlip(p={case['p']}) of {case['form']} images of shape {case['x'].shape} and "
                           f"dtype {case['x'].dtype}")
+    _expect_unchanged(what, _images_given(case), output["afterwards"], _FLIP_ADVICE)
     got = output["array"]
     wanted = "Tensor" if case["form"] == "Tensor" else "ndarray"
     if output["type"] != wanted or got.shape != x.shape or got.dtype != x.dtype:
@@ -801,12 +977,17 @@ def _one_image():
                              f"tt.manual_seed({case['seed']})")
 def flip_mirrors_each_image_with_probability_p(tt, case):
     tt.manual_seed(case["seed"])
-    return np.asarray(tt.transforms.RandomHorizontalFlip(p=case["p"])(np.repeat(case["image"][None], 400, axis=0)))
+    batch = np.repeat(case["image"][None], 400, axis=0)
+    return {"output": np.asarray(tt.transforms.RandomHorizontalFlip(p=case["p"])(batch)),
+            "afterwards": {"the batch": _held(tt, batch)}}
 
 
 @flip_mirrors_each_image_with_probability_p.verdict
 def _(case, output):
     what = f"RandomHorizontalFlip(p={case['p']}) of 400 copies of one image"
+    _expect_unchanged(what, {"the batch": {"ndarray": np.repeat(case["image"][None], 400, axis=0)}},
+                      output["afterwards"], _FLIP_ADVICE)
+    output = output["output"]
     if output.shape != (400, 1, 2, 3):
         _fail(f"{what}: expected shape (400, 1, 2, 3) but got {output.shape}")
     mirrored = int(np.sum(np.all(output == case["image"][..., ::-1], axis=(1, 2, 3))))
@@ -831,12 +1012,15 @@ def flip_draws_from_the_generator(tt, case):
         tt.manual_seed(seed)
         flip = tt.transforms.RandomHorizontalFlip(generator=np.random.default_rng(case["seed"]))
         flips[run] = np.asarray(flip(batch))[:, 0, 0, 0]
+    flips["afterwards"] = {"the batch": _held(tt, batch)}
     return flips
 
 
 @flip_draws_from_the_generator.verdict
 def _(case, output):
     what = f"RandomHorizontalFlip() of 64 copies of one image after tt.manual_seed({case['seed']})"
+    _expect_unchanged(what, {"the batch": {"ndarray": np.repeat(np.arange(6, dtype=np.float32).reshape(1, 1, 2, 3), 64,
+                                                                 axis=0)}}, output["afterwards"], _FLIP_ADVICE)
     if not np.array_equal(output["first"], output["second"]):
         _fail(f"{what}: the same seed flipped different images; draw from tt's default generator")
     if np.array_equal(output["first"], output["third"]):
@@ -885,13 +1069,14 @@ def _crop_words(case):
 @check(task="08.10", points=2, inputs=_crops(), describe=_crop_words)
 def crop_gives_a_window_of_each_padded_image(tt, case):
     tt.manual_seed(case["seed"])
-    crop = tt.transforms.RandomCrop(case["size"], padding=case["padding"])
-    return _back(tt, crop(_given(tt, case["x"], case["form"])))
+    crop, images = tt.transforms.RandomCrop(case["size"], padding=case["padding"]), _given(tt, case["x"], case["form"])
+    return {**_back(tt, crop(images)), "afterwards": {"the images": _held(tt, images)}}
 
 
 @crop_gives_a_window_of_each_padded_image.verdict
 def _(case, output):
     x, what, got = case["x"], _crop_words(case), output["array"]
+    _expect_unchanged(what, _images_given(case), output["afterwards"], _CROP_ADVICE)
     h, w = (case["size"], case["size"]) if isinstance(case["size"], int) else case["size"]
     shape = x.shape[:-2] + (h, w)
     wanted = "Tensor" if case["form"] == "Tensor" else "ndarray"
@@ -909,14 +1094,17 @@ def _(case, output):
                              f"tt.manual_seed({case['seed']})")
 def crop_places_cover_every_position(tt, case):
     tt.manual_seed(case["seed"])
-    crop = tt.transforms.RandomCrop((3, 4), padding=case["padding"])
-    return np.asarray(crop(np.repeat(case["image"][None], 300, axis=0)))
+    crop, batch = tt.transforms.RandomCrop((3, 4), padding=case["padding"]), np.repeat(case["image"][None], 300, axis=0)
+    return {"output": np.asarray(crop(batch)), "afterwards": {"the batch": _held(tt, batch)}}
 
 
 @crop_places_cover_every_position.verdict
 def _(case, output):
     what = (f"RandomCrop((3, 4), padding={case['padding']}) of 300 copies of one image (1, 3, 4) after "
             f"tt.manual_seed({case['seed']})")
+    _expect_unchanged(what, {"the batch": {"ndarray": np.repeat(case["image"][None], 300, axis=0)}},
+                      output["afterwards"], _CROP_ADVICE)
+    output = output["output"]
     if output.shape != (300, 1, 3, 4):
         _fail(f"{what}: expected shape (300, 1, 3, 4) but got {output.shape}")
     pad = case["padding"]
@@ -945,12 +1133,15 @@ def crop_draws_from_the_generator(tt, case):
         tt.manual_seed(seed)
         crops[run] = np.asarray(tt.transforms.RandomCrop(4, padding=2, generator=np.random.default_rng(case["seed"]))(
             batch))
+    crops["afterwards"] = {"the batch": _held(tt, batch)}
     return crops
 
 
 @crop_draws_from_the_generator.verdict
 def _(case, output):
     what = f"RandomCrop(4, padding=2) of 32 copies of one image after tt.manual_seed({case['seed']})"
+    _expect_unchanged(what, {"the batch": {"ndarray": np.repeat(np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4),
+                                                                 32, axis=0)}}, output["afterwards"], _CROP_ADVICE)
     if not np.array_equal(output["first"], output["second"]):
         _fail(f"{what}: the same seed cropped at different places; draw from tt's default generator")
     if np.array_equal(output["first"], output["third"]):

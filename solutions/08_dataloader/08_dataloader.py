@@ -263,7 +263,7 @@ except ValueError as error:
 # | items are | the batch is |
 # |---|---|
 # | dicts | a dict with the same keys: `{key: default_collate([item[key] for item in batch])}` |
-# | tuples or lists | a **list**, one entry per position: `[default_collate(list(column)) for column in zip(*batch)]` |
+# | tuples or lists | a **list**, one entry per position: `[default_collate(column) for column in zip(*batch)]` |
 # | named tuples | the same named tuple type, built from those entries |
 #
 # A batch of `(image, label)` tuples gives a *list* `[images, labels]`, not a tuple: that is what
@@ -271,19 +271,22 @@ except ValueError as error:
 # parts cannot be collated position by position: raise a `RuntimeError` naming the index of the first
 # such item and the two lengths (`zip` would silently cut the longer ones).
 #
-# Strings are sequences too, but a batch of strings is not stacked: the given first lines return it as
-# a list, as PyTorch does. A numpy array or a Tensor is neither a `Mapping` nor a `Sequence` (in the
-# sense of `collections.abc`), so it reaches the leaves.
+# Strings are sequences too, but a batch of strings is not stacked: the given first lines return it
+# unchanged, as PyTorch does. So the strings of one key of dicts come back as a list (you collate
+# `[item[key] for item in batch]`), and those of one position of tuples as a **tuple**, since `zip`
+# gives tuples: pass each column to `default_collate` as `zip` gives it, as PyTorch does
+# (`default_collate([(x, "cat"), (y, "dog")])[1] == ("cat", "dog")`). A numpy array or a Tensor is
+# neither a `Mapping` nor a `Sequence` (in the sense of `collections.abc`), so it reaches the leaves.
 
 # %%
 #| export utils.data
 def default_collate(batch):
     """Stack a list of items into one batch: numbers, arrays and Tensors become one Tensor with a new first
     axis; tuples and lists become a list, dicts a dict, named tuples their type, collated position by
-    position (key by key); strings stay a list."""
+    position (key by key); a batch of strings is returned as it is."""
     elem = batch[0]
     if isinstance(elem, str):
-        return list(batch)
+        return batch
     if not isinstance(elem, (Mapping, Sequence)):
         ### BEGIN SOLUTION 08.2 default_collate: numbers, arrays and Tensors
         arrays = [np.asarray(item) for item in batch]
@@ -302,7 +305,7 @@ def default_collate(batch):
         if len(item) != len(elem):
             raise RuntimeError(f"default_collate: item {index} of the batch has {len(item)} parts but item 0 has "
                                f"{len(elem)}; every item must have the same structure")
-    columns = [default_collate(list(column)) for column in zip(*batch)]
+    columns = [default_collate(column) for column in zip(*batch)]
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):
         return type(elem)(*columns)
     return columns
@@ -341,6 +344,8 @@ assert type(pair) is Pair and pair.image.shape == (2, 1, 2)
 nested = default_collate([{"pair": (1, 2.0)}, {"pair": (3, 4.0)}])
 assert nested["pair"][0].numpy().tolist() == [1, 3] and nested["pair"][1].dtype == np.float32
 assert default_collate(["to be", "or not"]) == ["to be", "or not"]
+named = default_collate([(np.zeros(2), "cat"), (np.ones(2), "dog")])
+assert named[1] == ("cat", "dog"), "the strings of one position of tuples: a tuple, as PyTorch gives"
 try:
     default_collate([(1, 2), (3, 4, 5)])
     raise AssertionError("items with different numbers of parts must raise")
