@@ -20,12 +20,13 @@ from hypothesis import strategies as st
 
 from checklib import (
     CheckFailed,
+    CheckFamily,
     Timed,
+    assert_close,
     capture_error,
     central_difference,
     check,
     expect_seeded_draws,
-    leaf_gradients,
     seed_pair,
     seeded_draws,
     signed_arrays,
@@ -59,6 +60,21 @@ def _pool_apply(tt, case, x):
     if case["pool"] == "max":
         return spatial._MaxPool2d.apply(x, dilation=tuple(case["dilation"]), **settings)
     return spatial._AvgPool2d.apply(x, count_include_pad=case["count_include_pad"], **settings)
+
+
+def _after(tt, **arguments):
+    """What each argument (an array or a Tensor; None: not given) holds after the call: a copy of its values."""
+    return {name: np.array(value.numpy() if isinstance(value, tt.Tensor) else value)
+            for name, value in arguments.items() if value is not None}
+
+
+def _gradients_kept(tt, fn, inputs, grad_output, names):
+    """leaf_gradients, and what the leaves (named `names`) and grad_output hold after the backward."""
+    leaves = [tt.Tensor(x, requires_grad=True) for x in inputs]
+    upstream = tt.Tensor(grad_output)
+    fn(*leaves).backward(upstream)
+    return {"result": [None if leaf.grad is None else leaf.grad.numpy() for leaf in leaves],
+            "afterwards": _after(tt, grad_output=upstream, **dict(zip(names, leaves)))}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -133,6 +149,51 @@ def _np_pool(case, x):
 def _shape_texts(shape):
     """Ways an error message may write a shape: (2, 3) or [2, 3]."""
     return {str(tuple(shape)), str(list(shape))}
+
+
+_ADVICE = ("leave every argument as it was given: write into new arrays (np.zeros, np.pad, a + b), never into x, "
+           "weight, bias or grad_output with +=, /= or a slice assignment (Function.apply hands forward the Tensors' "
+           "own arrays)")
+
+
+# where max pooling's output may be -inf (a window of padding alone), which no verdict sees, the arguments
+# after the call are compared as a part of the expected result, under this name (the first part compared)
+_KEPT = "the arguments after the call, which it must leave unchanged"
+
+
+def _given(**arguments):
+    return {name: value for name, value in arguments.items() if value is not None}
+
+
+def _expect_unchanged(what, given, afterwards):
+    """Judge a call's arguments: each array (name -> what it was given) must hold the same after the call."""
+    for name, before in given.items():
+        after = np.asarray(afterwards[name])
+        if after.shape == before.shape and after.dtype == before.dtype and np.array_equal(after, before):
+            continue
+        if after.shape != before.shape or after.dtype != before.dtype:
+            change = f"shape {before.shape} and dtype {before.dtype} became {after.shape} and {after.dtype}"
+        else:
+            wrong = after != before
+            index = tuple(int(i) for i in np.unravel_index(int(np.argmax(wrong)), before.shape))
+            change = (f"{int(wrong.sum())} of {before.size} values changed, the first at index {index}: "
+                      f"{before[index].item()!r} became {after[index].item()!r}")
+        raise CheckFailed(f"{what}: the call changed its argument {name} in place ({change}); {_ADVICE}",
+                          f"{what}: the call changed its argument {name} in place; {_ADVICE}")
+
+
+def _judge_arguments_then_result(check_, expected, given):
+    """Make check_'s verdict (its compute returns {"result": ..., "afterwards": _after(...)}): first every
+    argument as given (`given(case)`: name -> array), then the result against `expected(case)`, compared as the
+    check compares."""
+    first = check_.checks[0] if isinstance(check_, CheckFamily) else check_
+
+    def verdict(case, output):
+        what = first.what(case)
+        _expect_unchanged(what, given(case), output["afterwards"])
+        assert_close(output["result"], expected(case), what=what, rtol=first.rtol, atol=first.atol,
+                     exact_dtype=first.dtype)
+    check_.verdict(verdict)
 
 
 def _error(what, output, error_type, words=()):
@@ -232,7 +293,7 @@ _PAIRS = [[3, 1], [[2, 5], 1], [(0, 1), 0], [np.int64(2), 1], [[np.int32(1), 4],
                                                     "numpy ints), floats, bools, strings, None, triples and values "
                                                     "below the minimum")
 def pair_turns_ints_and_pairs_into_a_tuple(tt, case):
-    pair, found = _spatial(tt)._pair, []
+    pair, found = _spatial(tt)._pair, []  # one entry per value of _PAIRS
     for value, minimum in _PAIRS:
         error = capture_error(lambda value=value, minimum=minimum: pair(value, "stride", minimum))
         if error["raised"] is None:
@@ -243,11 +304,37 @@ def pair_turns_ints_and_pairs_into_a_tuple(tt, case):
     return found
 
 
-@pair_turns_ints_and_pairs_into_a_tuple.expected
-def _(case):
-    good = {0: [3, 3], 1: [2, 5], 2: [0, 1], 3: [2, 2], 4: [1, 4]}
-    return [["tuple", ["int", "int"], good[k]] if k in good else
-            ["ValueError" if k >= 11 else "TypeError", True] for k in range(len(_PAIRS))]
+def _not_a_pair(value):
+    """Why _pair must refuse a value of _PAIRS that is neither an int nor a pair of ints, in words."""
+    if isinstance(value, bool):
+        return "a bool is not a size, though isinstance(True, int) is true: test for bool first"
+    if isinstance(value, (list, tuple)):
+        return (f"a {type(value).__name__} of {len(value)} values is not a pair" if len(value) != 2 else
+                "each value of a pair must be an int")
+    return f"a {type(value).__name__} is not an int" + (", even a whole one" if isinstance(value, float) else "")
+
+
+@pair_turns_ints_and_pairs_into_a_tuple.verdict
+def _(case, output):
+    good = {0: (3, 3), 1: (2, 5), 2: (0, 1), 3: (2, 2), 4: (1, 4)}
+    if len(output) != len(_PAIRS):
+        raise CheckFailed(f"_pair(value, 'stride', minimum) for {len(_PAIRS)} values: got {len(output)} results")
+    for k, ((value, minimum), found) in enumerate(zip(_PAIRS, output)):
+        what = f"_pair({value!r}, 'stride', {minimum})"
+        if k in good:
+            right = ["tuple", ["int", "int"], list(good[k])]
+            if found != right:
+                said = (f"a {found[0]} of {found[1]} {found[2]}" if len(found) == 3 else f"raised {found[0]}")
+                raise CheckFailed(f"{what}: expected the tuple of Python ints {good[k]} but got {said}")
+            continue
+        error = "ValueError" if k >= 11 else "TypeError"
+        reason = f"a value below the minimum {minimum}" if error == "ValueError" else _not_a_pair(value)
+        if len(found) == 3:
+            raise CheckFailed(f"{what}: expected a {error} ({reason}) but got the {found[0]} {found[2]}")
+        if found[0] != error:
+            raise CheckFailed(f"{what}: expected a {error} ({reason}) but got a {found[0]}")
+        if not found[1]:
+            raise CheckFailed(f"{what}: the {error}'s message must name the argument ('stride')")
 
 
 @check(task="09.1", points=1, inputs=st.lists(_geometry_case(max_kernel=4, max_stride=3, max_dilation=3, max_extra=8),
@@ -280,12 +367,12 @@ def _(case):
 @check(task="09.2", points=3, inputs=_conv_case(np.float64), examples=15, rtol=1e-9, atol=1e-9,
        describe=lambda case: f"_conv2d_loops(x, w, b, stride, padding, dilation) for {_conv_words(case, 'float64')}")
 def direct_convolution_matches_numpy(tt, case):
-    return _spatial(tt)._conv2d_loops(case["x"], case["w"], case["b"], **_geometry(case))
+    x, w, b = case["x"], case["w"], case["b"]
+    return {"result": _spatial(tt)._conv2d_loops(x, w, b, **_geometry(case)), "afterwards": _after(tt, x=x, w=w, b=b)}
 
 
-@direct_convolution_matches_numpy.expected
-def _(case):
-    return _case_conv(case)
+_judge_arguments_then_result(direct_convolution_matches_numpy, _case_conv,
+                             lambda case: _given(x=case["x"], w=case["w"], b=case["b"]))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -296,12 +383,12 @@ def _(case):
        describe=lambda case: f"cols, (OH, OW) = _im2col(x, kernel_size, stride, padding, dilation) for "
                              f"{_conv_words(case)} (kernel_size = w's last two sides)")
 def im2col_columns_are_the_windows(tt, case):
-    cols, out = _spatial(tt)._im2col(case["x"], tuple(case["w"].shape[2:]), **_geometry(case))
-    return {"cols": np.asarray(cols), "(OH, OW)": [int(v) for v in out]}
+    x = case["x"]
+    cols, out = _spatial(tt)._im2col(x, tuple(case["w"].shape[2:]), **_geometry(case))
+    return {"result": {"cols": np.asarray(cols), "(OH, OW)": [int(v) for v in out]}, "afterwards": _after(tt, x=x)}
 
 
-@im2col_columns_are_the_windows.expected
-def _(case):
+def _im2col_columns(case):
     x, kernel = case["x"], case["w"].shape[2:]
     out = tuple(_out_size(x.shape[2 + a], kernel[a], case["stride"][a], case["padding"][a], case["dilation"][a])
                 for a in (0, 1))
@@ -311,6 +398,9 @@ def _(case):
     return {"cols": cols.reshape(x.shape[0], -1, out[0] * out[1]), "(OH, OW)": list(out)}
 
 
+_judge_arguments_then_result(im2col_columns_are_the_windows, _im2col_columns, lambda case: _given(x=case["x"]))
+
+
 # ---------------------------------------------------------------------------------------------------
 # 09.4 the forward
 
@@ -318,13 +408,12 @@ def _(case):
 @check(task="09.4", points=3, inputs=_conv_case(np.float32), examples=20, dtype=True, rtol=1e-4, atol=1e-4,
        describe=lambda case: f"_Conv2d.apply(x, w[, b], stride, padding, dilation) for {_conv_words(case)}")
 def conv_forward_matches_numpy(tt, case):
-    b = None if case["b"] is None else tt.Tensor(case["b"])
-    return _conv_apply(tt, case, tt.Tensor(case["x"]), tt.Tensor(case["w"]), b).numpy()
+    x, w, b = tt.Tensor(case["x"]), tt.Tensor(case["w"]), None if case["b"] is None else tt.Tensor(case["b"])
+    return {"result": _conv_apply(tt, case, x, w, b).numpy(), "afterwards": _after(tt, x=x, w=w, b=b)}
 
 
-@conv_forward_matches_numpy.expected
-def _(case):
-    return _case_conv(case).astype(np.float32)
+_judge_arguments_then_result(conv_forward_matches_numpy, lambda case: _case_conv(case).astype(np.float32),
+                             lambda case: _given(x=case["x"], w=case["w"], b=case["b"]))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -347,11 +436,12 @@ def _col2im_case(draw):
                              f"{case['w'].shape[2:]}, stride={tuple(case['stride'])}, "
                              f"padding={tuple(case['padding'])}, dilation={tuple(case['dilation'])}")
 def col2im_adds_every_entry_back_into_its_pixel(tt, case):
-    return _spatial(tt)._col2im(case["cols"], case["x"].shape, tuple(case["w"].shape[2:]), **_geometry(case))
+    cols = case["cols"]
+    return {"result": _spatial(tt)._col2im(cols, case["x"].shape, tuple(case["w"].shape[2:]), **_geometry(case)),
+            "afterwards": _after(tt, cols=cols)}
 
 
-@col2im_adds_every_entry_back_into_its_pixel.expected
-def _(case):
+def _col2im_sums(case):
     (n, c, h, w), (kh, kw) = case["x"].shape, case["w"].shape[2:]
     (sh, sw), (ph, pw), (dh, dw) = case["stride"], case["padding"], case["dilation"]
     oh, ow = _out_size(h, kh, sh, ph, dh), _out_size(w, kw, sw, pw, dw)
@@ -365,6 +455,10 @@ def _(case):
     return grad[:, :, ph:ph + h, pw:pw + w]
 
 
+_judge_arguments_then_result(col2im_adds_every_entry_back_into_its_pixel, _col2im_sums,
+                             lambda case: _given(cols=case["cols"]))
+
+
 # ---------------------------------------------------------------------------------------------------
 # 09.6 the backward
 
@@ -374,14 +468,17 @@ def _(case):
                              f"{_conv_words(case, 'float64')}")
 def conv_gradients_match_central_differences(tt, case):
     inputs = [case["x"], case["w"]] + ([] if case["b"] is None else [case["b"]])
-    return leaf_gradients(tt, lambda x, w, b=None: _conv_apply(tt, case, x, w, b), inputs, case["g"])
+    return _gradients_kept(tt, lambda x, w, b=None: _conv_apply(tt, case, x, w, b), inputs, case["g"], ["x", "w", "b"])
 
 
-@conv_gradients_match_central_differences.expected
-def _(case):
+def _conv_gradients(case):
     inputs = [case["x"], case["w"]] + ([] if case["b"] is None else [case["b"]])
     return central_difference(lambda x, w, b=None: _np_conv(x, w, b, case["stride"], case["padding"], case["dilation"]),
                               inputs, case["g"])
+
+
+_judge_arguments_then_result(conv_gradients_match_central_differences, _conv_gradients,
+                             lambda case: _given(x=case["x"], w=case["w"], b=case["b"], grad_output=case["g"]))
 
 
 @check(task="09.6", points=1, inputs=_conv_case(np.float64, small=True, gradient=True), examples=5, **GRAD_TOL,
@@ -429,15 +526,19 @@ def _conv2d_arguments(case):
        describe=lambda case: f"conv2d(x, w, b, **{_conv2d_arguments(case)}) for {_conv_words(case)}" + (
            f", x unbatched: x[0] of shape {case['x'].shape[1:]}" if case["unbatched"] else ""))
 def conv2d_takes_ints_or_pairs_and_unbatched_input(tt, case):
-    x = case["x"][0] if case["unbatched"] else case["x"]
-    b = None if case["b"] is None else tt.Tensor(case["b"])
-    return tt.nn.functional.conv2d(tt.Tensor(x), tt.Tensor(case["w"]), b, **_conv2d_arguments(case)).numpy()
+    x = tt.Tensor(case["x"][0] if case["unbatched"] else case["x"])
+    w, b = tt.Tensor(case["w"]), None if case["b"] is None else tt.Tensor(case["b"])
+    return {"result": tt.nn.functional.conv2d(x, w, b, **_conv2d_arguments(case)).numpy(),
+            "afterwards": _after(tt, input=x, weight=w, bias=b)}
 
 
-@conv2d_takes_ints_or_pairs_and_unbatched_input.expected
-def _(case):
+def _conv2d_output(case):
     out = _case_conv(case).astype(np.float32)
     return out[0] if case["unbatched"] else out
+
+
+_judge_arguments_then_result(conv2d_takes_ints_or_pairs_and_unbatched_input, _conv2d_output, lambda case: _given(
+    input=case["x"][0] if case["unbatched"] else case["x"], weight=case["w"], bias=case["b"]))
 
 
 _BAD_CONV = [  # input shape, weight shape, what must be named
@@ -580,13 +681,15 @@ def conv2d_layer_holds_pytorchs_parameters_and_settings(tt, case):
                           for name in ("kernel_size", "stride", "padding", "dilation")],
              "channels": [layer.in_channels, layer.out_channels]}
     weight, bias = layer.weight.numpy(), None if layer.bias is None else layer.bias.numpy()
-    return {**found, "weight": weight, "bias": bias, "layer(x)": layer(tt.Tensor(case["x"])).numpy()}
+    x = tt.Tensor(case["x"])
+    return {**found, "weight": weight, "bias": bias, "layer(x)": layer(x).numpy(), "afterwards": _after(tt, x=x)}
 
 
 @conv2d_layer_holds_pytorchs_parameters_and_settings.verdict
 def _(case, output):
     o, c = case["w"].shape[:2]
     what = f"{_layer_words(case)}"
+    _expect_unchanged(f"{what}: layer(x)", _given(x=case["x"]), output["afterwards"])
     parameters = [["weight", list(case["w"].shape), "float32"]] + ([["bias", [o], "float32"]] if case["bias"] else [])
     if output["named_parameters"] != parameters or output["bias is None"] == case["bias"]:
         raise CheckFailed(f"{what}: expected the parameters {parameters} (name, shape, dtype) and bias "
@@ -716,24 +819,27 @@ def _pool_words(case):
 @check(task="09.9", points=3, inputs=_pool_case("max"), examples=20, rtol=1e-6, atol=1e-6,
        describe=lambda case: f"{_pool_words(case)} (float32)")
 def max_pool_forward_matches_numpy(tt, case):
-    return _pool_apply(tt, case, tt.Tensor(case["x"].astype(np.float32))).numpy()
+    x = tt.Tensor(case["x"].astype(np.float32))
+    return {_KEPT: _after(tt, x=x), "result": _pool_apply(tt, case, x).numpy()}
 
 
-@max_pool_forward_matches_numpy.expected
+@max_pool_forward_matches_numpy.expected          # not a verdict: a window of padding alone is -inf
 def _(case):
-    return _np_pool(case, case["x"].astype(np.float32))
+    return {_KEPT: _given(x=case["x"].astype(np.float32)), "result": _np_pool(case, case["x"].astype(np.float32))}
 
 
 @check(task="09.9", points=3, inputs=_pool_case("max", ties=True, gradient=True), examples=20, rtol=1e-9, atol=1e-9,
        describe=lambda case: f"x.grad after {_pool_words(case)}.backward(g), x holding small integers (ties: the "
                              f"first maximum of a window in row-major order gets its gradient)")
 def max_pool_gradient_goes_to_the_first_maximum(tt, case):
-    return leaf_gradients(tt, lambda x: _pool_apply(tt, case, x), [case["x"]], case["g"])[0]
+    return _gradients_kept(tt, lambda x: _pool_apply(tt, case, x), [case["x"]], case["g"], ["x"])
 
 
-@max_pool_gradient_goes_to_the_first_maximum.expected
-def _(case):
-    return _np_max_pool_grad(case["x"], case["g"], case["kernel"], case["stride"], case["padding"], case["dilation"])
+_judge_arguments_then_result(
+    max_pool_gradient_goes_to_the_first_maximum,
+    lambda case: [_np_max_pool_grad(case["x"], case["g"], case["kernel"], case["stride"], case["padding"],
+                                    case["dilation"])],
+    lambda case: _given(x=case["x"], grad_output=case["g"]))
 
 
 _SHARED_MAXIMA = [  # kernel, stride: windows that overlap along one axis only, a maximum in the shared row or column
@@ -776,23 +882,23 @@ def _(case):
 @check(task="09.10", points=2, inputs=_pool_case("avg"), examples=20, rtol=1e-5, atol=1e-5,
        describe=lambda case: f"{_pool_words(case)} (float32)")
 def avg_pool_forward_matches_numpy(tt, case):
-    return _pool_apply(tt, case, tt.Tensor(case["x"].astype(np.float32))).numpy()
+    x = tt.Tensor(case["x"].astype(np.float32))
+    return {"result": _pool_apply(tt, case, x).numpy(), "afterwards": _after(tt, x=x)}
 
 
-@avg_pool_forward_matches_numpy.expected
-def _(case):
-    return _np_pool(case, case["x"])
+_judge_arguments_then_result(avg_pool_forward_matches_numpy, lambda case: _np_pool(case, case["x"]),
+                             lambda case: _given(x=case["x"].astype(np.float32)))
 
 
 @check(task="09.10", points=2, inputs=_pool_case("avg", gradient=True), examples=15, **GRAD_TOL,
        describe=lambda case: f"x.grad after {_pool_words(case)}.backward(g) (float64)")
 def avg_pool_gradients_match_central_differences(tt, case):
-    return leaf_gradients(tt, lambda x: _pool_apply(tt, case, x), [case["x"]], case["g"])[0]
+    return _gradients_kept(tt, lambda x: _pool_apply(tt, case, x), [case["x"]], case["g"], ["x"])
 
 
-@avg_pool_gradients_match_central_differences.expected
-def _(case):
-    return central_difference(lambda x: _np_pool(case, x), [case["x"]], case["g"])[0]
+_judge_arguments_then_result(avg_pool_gradients_match_central_differences,
+                             lambda case: central_difference(lambda x: _np_pool(case, x), [case["x"]], case["g"]),
+                             lambda case: _given(x=case["x"], grad_output=case["g"]))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -829,15 +935,16 @@ def _pool_function_words(case):
 @check(task="09.11", points=2, inputs=_pool_function_case(), examples=25, rtol=1e-5, atol=1e-5,
        describe=lambda case: f"{_pool_function_words(case)} (float32)")
 def pool_functions_take_ints_or_pairs_a_default_stride_and_unbatched_input(tt, case):
-    x = case["x"][0] if case["unbatched"] else case["x"]
+    x = tt.Tensor((case["x"][0] if case["unbatched"] else case["x"]).astype(np.float32))
     function = getattr(tt.nn.functional, f"{case['pool']}_pool2d")
-    return function(tt.Tensor(x.astype(np.float32)), **_pool_arguments(case)).numpy()
+    return {_KEPT: _after(tt, input=x), "result": function(x, **_pool_arguments(case)).numpy()}
 
 
-@pool_functions_take_ints_or_pairs_a_default_stride_and_unbatched_input.expected
+@pool_functions_take_ints_or_pairs_a_default_stride_and_unbatched_input.expected   # -inf: not a verdict
 def _(case):
     out = _np_pool(case, case["x"].astype(np.float32))
-    return out[0] if case["unbatched"] else out
+    return {_KEPT: _given(input=(case["x"][0] if case["unbatched"] else case["x"]).astype(np.float32)),
+            "result": out[0] if case["unbatched"] else out}
 
 
 _BAD_POOLS = [  # function, input shape, keyword arguments, the error, what the message names
@@ -895,15 +1002,19 @@ def _pool_module_case(draw):
 def pooling_modules_keep_their_settings_and_pool(tt, case):
     module = (tt.nn.MaxPool2d if case["pool"] == "max" else tt.nn.AvgPool2d)(**_pool_arguments(case))
     names = ["kernel_size", "stride", "padding"] + (["dilation"] if case["pool"] == "max" else ["count_include_pad"])
-    settings = {name: getattr(module, name) for name in names}
-    return {"settings": {name: list(value) if isinstance(value, tuple) else value for name, value in settings.items()},
-            "parameters": len(list(module.parameters())),
-            "output": module(tt.Tensor(case["x"].astype(np.float32))).numpy()}
+    settings, x = {name: getattr(module, name) for name in names}, tt.Tensor(case["x"].astype(np.float32))
+    return {"result": {"settings": {name: list(value) if isinstance(value, tuple) else value
+                                    for name, value in settings.items()},
+                       "parameters": len(list(module.parameters())), "output": module(x).numpy()},
+            "afterwards": _after(tt, input=x)}
 
 
-@pooling_modules_keep_their_settings_and_pool.expected
-def _(case):
+def _pooling_module_results(case):
     arguments = _pool_arguments(case)
     settings = {name: list(value) if isinstance(value, tuple) else value for name, value in arguments.items()}
     settings.setdefault("stride", settings["kernel_size"])
     return {"settings": settings, "parameters": 0, "output": _np_pool(case, case["x"].astype(np.float32))}
+
+
+_judge_arguments_then_result(pooling_modules_keep_their_settings_and_pool, _pooling_module_results,
+                             lambda case: _given(input=case["x"].astype(np.float32)))
