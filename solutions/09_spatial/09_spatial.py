@@ -56,8 +56,9 @@
 # convolution's weight is `(out_channels, in_channels, kH, kW)`, its bias `(out_channels,)`.
 #
 # **Before you start.** This notebook runs on *your* 01-07: the package imports `Function` from 02 and
-# `Module` and `Parameter` from 04; the examples train with your losses, optimizers and activations. It
-# does not need 08. <!-- tito -->Finish 07 (`tito test 07` at full marks), run `tito export 07`, and
+# `Module` and `Parameter` from 04; the examples train with your losses, optimizers and activations. The
+# graded parts do not need 08; the two MNIST cells at the end load the data with your 08 (`tt.datasets`,
+# `DataLoader`). <!-- tito -->Finish 07 (`tito test 07` at full marks), run `tito export 07`, and
 # restart this notebook's kernel whenever you export again. Grade this module with `tito test 09`, which
 # exports every module up to 09 together.<!-- /tito --><!-- course In the nbgrader course the notebook's first code cell builds `tinytorch` from your own
 # notebooks of the earlier modules, fetched into the folders beside this one: finish those first, and
@@ -1140,7 +1141,8 @@ plt.show()
 # %% [markdown]
 # ## What the filters learn
 #
-# A few hundred steps of Adam on MNIST (learner-only: a few seconds) with eight 5×5 filters in
+# A few hundred steps of Adam on MNIST, loaded by your 08's `tt.datasets.MNIST` and normalised with
+# MNIST's usual mean and std (learner-only: a few seconds), with eight 5×5 filters in
 # the first layer, then two pictures: the learned filters, and what they make of one digit (the
 # feature maps, after the ReLU). Many filters become edge and stroke detectors of a given orientation:
 # bright where the digit has an edge of that direction, dark elsewhere.
@@ -1148,11 +1150,9 @@ plt.show()
 # %% tags=["learner-only"]
 from threadpoolctl import threadpool_limits
 
-from tito.datasets import load
-
-data = load("mnist")
-x_train = (data["x_train"][:, None].astype(np.float32) / 255 - 0.1307) / 0.3081      # (10000, 1, 28, 28)
-y_train = data["y_train"].astype(np.int64)
+mnist = tt.datasets.MNIST(train=True)                                 # your 08's loader of the shipped file
+x_train = (mnist.data[:, None].astype(np.float32) / 255 - 0.1307) / 0.3081        # (10000, 1, 28, 28)
+y_train = mnist.targets                                               # (10000,) int64
 manual_seed(0)
 net = nn.Sequential(Conv2d(1, 8, 5, padding=2), nn.ReLU(), MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 14 * 14, 10))
 optimizer, loss_fn = tt.optim.Adam(net.parameters(), lr=2e-3), nn.CrossEntropyLoss()
