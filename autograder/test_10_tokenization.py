@@ -339,15 +339,20 @@ def _(case, output):
 
 
 @check(task="10.4", points=2, inputs=_word_case(),
-       describe=lambda case: f"_count_pairs({case['words']}, {case['frequencies']})")
+       describe=lambda case: f"_count_pairs({case['words']}, {case['frequencies']}), and the words and frequencies "
+                             f"afterwards")
 def count_pairs_counts_every_position_weighted(tt, case):
-    counts = _tokenization(tt)._count_pairs([list(w) for w in case["words"]], list(case["frequencies"]))
-    return sorted([int(a), int(b), int(count)] for (a, b), count in counts.items())
+    words, frequencies = [list(w) for w in case["words"]], list(case["frequencies"])
+    counts = _tokenization(tt)._count_pairs(words, frequencies)
+    return {"counts": sorted([int(a), int(b), int(count)] for (a, b), count in counts.items()),
+            "words afterwards": words, "frequencies afterwards": frequencies}
 
 
 @count_pairs_counts_every_position_weighted.expected
 def _(case):
-    return sorted([a, b, count] for (a, b), count in _judge_count(case["words"], case["frequencies"]).items())
+    counts = _judge_count(case["words"], case["frequencies"])
+    return {"counts": sorted([a, b, count] for (a, b), count in counts.items()),
+            "words afterwards": case["words"], "frequencies afterwards": case["frequencies"]}
 
 
 @st.composite
