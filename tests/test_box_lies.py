@@ -57,10 +57,17 @@ def _(case):
     return case["n"]
 
 
+def _asker(name):
+    return lambda tt: getattr(tt, name)()
+
+
+ASK = {"after": _asker("after")}  # a table of the suite's own code, as a check's variants are
+
+
 @check(task="01.3", points=1)
 def after(tt, case):
     """after() returns 1"""
-    return tt.after()
+    return ASK["after"](tt)
 
 
 @after.expected
@@ -201,6 +208,59 @@ def after():
     assert len(list(marks.iterdir())) <= engine.MAX_RESTARTS + 1
 
 
+@pytest.mark.parametrize("patch", [
+    'cs.ASK["after"] = lambda tt: 1',  # a lambda in a table of the suite swapped
+    'cs.ASK["after"].__closure__[0].cell_contents = "spin"',  # a closure rewritten in place
+    'cs.ASK = {"after": lambda tt: 1}',  # the table itself replaced
+    'cs.after.__wrapped__ = None; cs._asker.__defaults__ = ("x",)',  # defaults given to a helper
+])
+def test_a_package_that_rewrites_the_graders_code_or_tables_in_the_box_is_caught(stage, tmp_path, patch):
+    code = GOOD + f'''
+import sys
+def after():
+    return 0
+def spin(n):
+    cs = sys.modules["compute_slice"]
+    {patch}
+    return n
+'''
+    found = verdicts(grade(stage, tmp_path, code))
+    assert not found["spins"][0] and "changed the grader's code" in found["spins"][1]
+    assert not found["after"][0], "no result after the change counts"
+    assert grade(stage, tmp_path, GOOD).score == 3
+
+
+def test_what_the_parent_keeps_of_a_run_is_bounded_over_all_its_boxes(stage, tmp_path):
+    """A box that ends after one large reply is started again for the next check: what the parent keeps
+    until judging is the replies' bytes, within one budget for the whole run, not one per box."""
+    code = GOOD + '''
+import os
+_calls = []
+def _large_then_end():
+    _calls.append(1)
+    if len(_calls) > 1:
+        os._exit(3)
+    return "x" * 1_200_000
+def spin(n):
+    return _large_then_end()
+def after():
+    return _large_then_end()
+'''
+    package = tmp_path / "pkg"
+    (package / "tinytorch").mkdir(parents=True)
+    (package / "tinytorch" / "__init__.py").write_text(code)
+    plan = engine.make_plan(stage, seed=3, jobs=tmp_path / "jobs")
+    limits = sandbox.Limits(wall_seconds=120, report_bytes=2 << 20)
+    report = engine.run_checks(plan, package, isolation="process", limits=limits)
+    kept = [reply for replies in report.outcomes.values() for reply in replies]
+    assert all(isinstance(reply, bytes) for reply in kept) and sum(map(len, kept)) <= limits.report_bytes
+    assert len(report.outcomes["spins"]) == 1 and "after" not in report.outcomes, "the second box was cut short"
+    assert "more than the grader reads" in (report.unfinished or "")
+    assert "output" in engine.read_outcome(kept[0])
+    result = engine.grade_stage(plan, package, isolation="process", limits=limits)
+    assert any("more than the grader reads" in t.message for t in result.tests if t.id == "after")
+
+
 def test_the_box_never_holds_the_cases_so_nothing_can_be_computed_ahead(stage, tmp_path):
     plan = engine.make_plan(stage, seed=3, jobs=tmp_path / "jobs")
     work = engine.wire.loads((plan.job / "work.json").read_text())
@@ -246,12 +306,26 @@ def after():
     assert secret[10:10 + engine.SCRUB_WINDOW] not in " ".join(broken.public_notes)
 
 
-def test_a_builtin_error_and_its_place_in_the_package_stay_in_the_public_words(stage, tmp_path):
+def test_a_builtin_error_and_its_file_in_the_package_stay_in_the_public_words(stage, tmp_path):
     code = GOOD + "def spin(n):\n    raise ValueError('spin: n must be even')\n"
     spins = next(t for t in grade(stage, tmp_path, code).tests if t.id == "spins")
-    assert "ValueError" in spins.public and "__init__.py line" in spins.public
-    assert "must be even" in spins.message
+    assert "ValueError" in spins.public and "(in __init__.py)" in spins.public
+    assert "must be even" in spins.message and "__init__.py line" in spins.message
 
+
+def test_what_the_box_chooses_in_the_public_words_comes_from_short_lists_the_grader_knows(stage, tmp_path):
+    """A line number or a task number is the box's choice: the public words carry neither unless the grader
+    knows it (a task of this stage), so a box that encodes something in them says nothing more."""
+    def public(padding: int, task: str) -> dict[str, str]:
+        code = GOOD + "\n" * padding + (
+            "def spin(n):\n    raise KeyError(n)\n"
+            f"def after():\n    raise NotImplementedError('Task {task}: after')\n")
+        return {t.id: t.public for t in grade(stage, tmp_path, code).tests}
+    short, long = public(3, "01.3"), public(40_000, "01.3")
+    assert short == long and "(in __init__.py)" in short["spins"] and "KeyError" in short["spins"]
+    assert short["after"].startswith("Task 01.3: not implemented yet")
+    for chosen in ("73.41", "07.99"):
+        assert public(3, chosen)["after"] == "after() returns 1: not implemented yet"
 
 def test_stage_seeds_are_keyed_hashes_that_tell_nothing_of_each_other(stage):
     import hashlib

@@ -327,8 +327,8 @@ def halt():
     plan = engine.make_plan(stage, seed=1, jobs=tmp_path / "jobs")
     limits = sandbox.Limits(memory_bytes=1 << 30, wall_seconds=60)
     report = engine.run_checks(plan, package, isolation="bwrap", limits=limits)
-    held_at_once = engine.wire.decode(report.outcomes["halts"][0]["output"]) if "output" in \
-        report.outcomes.get("halts", [{}])[0] else 0
+    first = engine.read_outcome(report.outcomes["halts"][0]) if report.outcomes.get("halts") else {}
+    held_at_once = engine.wire.decode(first["output"]) if "output" in first else 0
     assert held_at_once < 3, "three processes held 400 MiB each under a limit of 1 GiB for the submission"
 
 

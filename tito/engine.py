@@ -31,6 +31,7 @@ from tito.suite import compute_slice, load_checks, shipped_checklib
 SHIPPED = Path(__file__).with_name("shipped")
 SHIPPED_FILES = ("runner.py", "wire.py", "checklib.py")
 IMPORT_CPU_SECONDS = 10.0
+AUDIT_CPU_SECONDS = 5.0  # the runner's look over the grader's code in the box after each check
 MAX_RESTARTS = 8  # a check that kills the runner costs that check; the run goes on from the next one
 # A place in the package under test as the runner reports it ("core/tensor.py line 57, in sum") -> the
 # notebook cell that wrote that line, in the student's words, or None
@@ -194,9 +195,11 @@ def _write_job(job: Path, stage: Stage, checks: list[Check], cases: dict[str, li
 
 @dataclass
 class Report:
-    """What the boxes did, as the parent saw it: the outcomes each case's request got, how a box ended during a
-    check, and the parent's own timings of timed checks."""
-    outcomes: dict[str, list[dict]] = field(default_factory=dict)
+    """What the boxes did, as the parent saw it: the reply each case's request got, how a box ended during a
+    check, and the parent's own timings of timed checks. A reply is kept as the bytes the box sent (read
+    again by `outcome` when judged), so what a run keeps is at most what the parent reads from its boxes,
+    `sandbox.Limits.report_bytes` over the whole run, restarts included (docs/security.md, invariant 3)."""
+    outcomes: dict[str, list[bytes]] = field(default_factory=dict)
     stopped: dict[str, str] = field(default_factory=dict)  # check -> how the box ended during it
     import_failure: str | None = None
     unfinished: str | None = None  # why the checks without outcomes never ran
@@ -232,6 +235,13 @@ def parse_record(line: bytes) -> dict | None:
     return record if isinstance(record, dict) else None
 
 
+def read_outcome(reply: bytes) -> dict:
+    """The outcome a kept reply carries ({} for one without a dict): parsed again, within parse_record's bounds."""
+    record = parse_record(reply) or {}
+    found = record.get("outcome")
+    return found if isinstance(found, dict) else {}
+
+
 def _ending(why: str, limits: sandbox.Limits, returncode: int | None) -> str:
     if why == "wall":
         return f"the run was stopped after {limits.wall_seconds:g} s"
@@ -262,19 +272,21 @@ class _Conversation:
 
     def hello(self, deadline: float) -> tuple[dict | None, str]:
         """The runner's first words: {"importing": true}, then how the import went."""
-        first, why = self._record(deadline, None)
+        first, why, _ = self._record(deadline, None)
         if first != {"importing": True}:
             return None, why or "did not start"
         cpu_limit = self.box.cpu() + IMPORT_CPU_SECONDS + sandbox.CPU_GRACE
         import_deadline = min(deadline, time.monotonic() + 3 * IMPORT_CPU_SECONDS)
         while True:  # records of any other form are what the package wrote on the pipe: skipped
-            second, why = self._record(import_deadline, cpu_limit)
+            second, why, _ = self._record(import_deadline, cpu_limit)
             if second is None or second == {"imported": True} or set(second) & IMPORT_ENDINGS:
                 self.box.watch_processes()
                 return second, why
 
-    def ask(self, check: Check, case: dict, deadline: float, cpu_left: float) -> tuple[dict | None, str, float]:
-        """One case's outcome (None and why the box ended) and the seconds it took, by this process's clock."""
+    def ask(self, check: Check, case: dict, deadline: float,
+            cpu_left: float) -> tuple[dict | None, str, float, bytes]:
+        """One case's outcome (None and why the box ended), the seconds it took by this process's clock, and the
+        reply's bytes."""
         self.number += 1
         wall_left = max(0.0, deadline - time.monotonic())
         request = json.dumps({"n": self.number, "run": check.name, "case": wire.encode(case),
@@ -283,27 +295,45 @@ class _Conversation:
         started = time.monotonic()
         if not self.box.send(request.encode(), deadline):
             _, why = self.box.receive(min(deadline, time.monotonic() + 1.0))
-            return None, why or "ended", 0.0
+            return None, why or "ended", 0.0, b""
         while True:
-            record, why = self._record(deadline, cpu_limit)
+            record, why, line = self._record(deadline, cpu_limit)
             if record is None:
-                return None, why, time.monotonic() - started
+                return None, why, time.monotonic() - started, b""
             if record.get("n") != self.number:
                 continue  # not the reply to this request: something the package wrote on the pipe
             seconds = time.monotonic() - started
             if "tampered" in record:
-                return {"tampered": _text(record["tampered"], 80)}, "", seconds
-            outcome = record.get("outcome")
-            return (outcome if isinstance(outcome, dict) else {}), "", seconds
+                return {"tampered": _text(record["tampered"], 80)}, "", seconds, b""
+            found = record.get("outcome")
+            return (found if isinstance(found, dict) else {}), "", seconds, line
 
-    def _record(self, deadline: float, cpu_limit: float | None) -> tuple[dict | None, str]:
+    def audit(self, deadline: float) -> tuple[str, str]:
+        """After a check's cases: ("", "") when the box says the grader's code in it is as it was before the
+        package was imported, (the place it changed, "") when it says otherwise, else ("", why it ended). A
+        box that does not answer cleanly has its check's outcomes thrown away."""
+        self.number += 1
+        if not self.box.send(json.dumps({"n": self.number, "audit": True}).encode() + b"\n", deadline):
+            _, why = self.box.receive(min(deadline, time.monotonic() + 1.0))
+            return "", why or "ended"
+        cpu_limit = self.box.cpu() + AUDIT_CPU_SECONDS
+        while True:
+            record, why, _ = self._record(min(deadline, time.monotonic() + 3 * AUDIT_CPU_SECONDS), cpu_limit)
+            if record is None:
+                return "", why
+            if record.get("n") == self.number:
+                if record.get("audit") == "clean":
+                    return "", ""
+                return _text(record.get("tampered") or "an audit it did not answer", 80), ""
+
+    def _record(self, deadline: float, cpu_limit: float | None) -> tuple[dict | None, str, bytes]:
         while True:
             line, why = self.box.receive(deadline, cpu_limit)
             if line is None:
-                return None, why
+                return None, why, b""
             record = parse_record(line)
             if record is not None:
-                return record, ""
+                return record, "", line
 
     def close(self) -> int | None:
         return self.box.close()
@@ -314,9 +344,11 @@ def run_checks(plan: Plan, package: Path, *, isolation: str, limits: sandbox.Lim
     """Run every check of the plan on the `tinytorch` found in `package`, one case per request, starting the
     runner again after a check that ended its process. Budgets and deadlines are this process's: a check's
     CPU time is read from outside the box and its wall time on this clock. A timed check's cases also run,
-    taking turns, in a box without the package (the yardstick), each timed here. `locate` names the
+    taking turns, in a box without the package (the yardstick), each timed here. What the parent reads from
+    the package's boxes is `limits.report_bytes` over the whole run, restarts included. `locate` names the
     notebook cell of a failed import."""
     report = Report(package=package)
+    read = 0  # bytes read from the package's boxes closed so far
     deadline = time.monotonic() + limits.wall_seconds
     conversation: _Conversation | None = None
     yardstick: _Conversation | None = None
@@ -330,7 +362,11 @@ def run_checks(plan: Plan, package: Path, *, isolation: str, limits: sandbox.Lim
                     report.unfinished = f"your code stopped the grader more than {MAX_RESTARTS} times"
                     return report
                 starts += 1
-                conversation = _Conversation(plan, package, isolation=isolation, limits=limits, slot=slot)
+                if read >= limits.report_bytes:
+                    report.unfinished = _ending("truncated", limits, None)
+                    return report
+                conversation = _Conversation(plan, package, isolation=isolation, slot=slot,
+                                             limits=replace(limits, report_bytes=limits.report_bytes - read))
                 record, why = conversation.hello(deadline)
                 if record is None and why == "did not start":
                     status = conversation.close()
@@ -355,6 +391,7 @@ def run_checks(plan: Plan, package: Path, *, isolation: str, limits: sandbox.Lim
             why = _run_check(plan, check, conversation, yardstick, report, deadline)
             if why:
                 status = conversation.close()
+                read += conversation.box.read_bytes
                 conversation = None
                 if why == "tampered":
                     message = report.stopped[check.name]
@@ -384,7 +421,7 @@ def _run_check(plan: Plan, check: Check, conversation: _Conversation, yardstick:
                report: Report, run_deadline: float) -> str:
     """Ask for each case of the check in turn; stop at the first case that is not an output. Returns "" or
     why the box ended ("cpu", "wall", "check-wall", "ended", "truncated", "tampered")."""
-    outcomes: list[dict] = []
+    outcomes: list[bytes] = []
     report.outcomes[check.name] = outcomes
     timings: list[tuple[float, float]] = []
     cpu_left = float(check.timeout)
@@ -392,27 +429,34 @@ def _run_check(plan: Plan, check: Check, conversation: _Conversation, yardstick:
     for case in plan.cases[check.name]:
         yard_seconds = 0.0
         if yardstick is not None and check.timed is not None:
-            yard, why, yard_seconds = yardstick.ask(check, case, run_deadline, float(check.timeout))
+            yard, why, yard_seconds, _ = yardstick.ask(check, case, run_deadline, float(check.timeout))
             if yard is None or "output" not in yard:
                 raise RuntimeError(f"the yardstick of {check.name} failed ({why or _text(yard, 200)})")
         cpu_before = conversation.box.cpu()
-        outcome, why, seconds = conversation.ask(check, case, check_deadline, cpu_left)
-        cpu_left -= conversation.box.cpu() - cpu_before if outcome is not None else 0
-        if outcome is None:
+        found, why, seconds, reply = conversation.ask(check, case, check_deadline, cpu_left)
+        cpu_left -= conversation.box.cpu() - cpu_before if found is not None else 0
+        if found is None:
             if why == "wall" and time.monotonic() < run_deadline:
                 why = "check-wall"
             if not outcomes:
                 del report.outcomes[check.name]
             return why
-        if "tampered" in outcome:
-            report.stopped[check.name] = _tampered(outcome["tampered"])
+        if "tampered" in found:
+            report.stopped[check.name] = _tampered(found["tampered"])
             if not outcomes:
                 del report.outcomes[check.name]
             return "tampered"
-        outcomes.append(outcome)
+        outcomes.append(reply)
         timings.append((seconds, yard_seconds))
-        if "output" not in outcome:
+        if "output" not in found:
             break
+    changed, why = conversation.audit(min(run_deadline, check_deadline + 2 * AUDIT_CPU_SECONDS))
+    if changed or why:
+        del report.outcomes[check.name]
+        if changed:
+            report.stopped[check.name] = _tampered(changed)
+            return "tampered"
+        return "check-wall" if why == "wall" and time.monotonic() < run_deadline else why
     if check.timed is not None:
         report.seconds[check.name] = timings
     return ""
@@ -507,10 +551,10 @@ def _judge_check(plan: Plan, check: Check, report: Report) -> CheckResult:
             return fault("describing the case", error)
         if index >= len(outcomes):
             return result(f"{what}: did not finish ({report.stopped.get(check.name, 'the run ended')})")
-        outcome = outcomes[index] if isinstance(outcomes[index], dict) else {}
+        outcome = read_outcome(outcomes[index])
         said += box_strings({key: _after_name(value) if key in ("error", "stub") else value
                              for key, value in outcome.items() if key != "where"})
-        sentences = _failure(check, what, outcome, report.package)
+        sentences = _failure(check, what, outcome, report.package, {c.task for c in plan.checks})
         if sentences is not None:
             return result(*sentences)
         try:
@@ -547,16 +591,19 @@ def _too_slow(check: Check, case: dict, seconds: list[tuple[float, float]]) -> s
             f"{check.timed.against} (at most {check.timed.limit:g} times is allowed){advice}")
 
 
-def _failure(check: Check, what: str, outcome: dict, package: Path | None) -> tuple[str, str] | None:
+def _failure(check: Check, what: str, outcome: dict, package: Path | None,
+             tasks: set[str]) -> tuple[str, str] | None:
     """(the sentence, its public form) for an outcome that is not an output, or None for an output to judge.
-    The public form names only what the grader can check: a task number, a built-in exception's name, a
-    file of the package and a line number, never the words of the student's code."""
+    The public form names only what the grader can check, each from a short list it knows: a task of the
+    stage, a built-in exception's name, a file of the package (not its line: a line number is the box's
+    choice of some twenty bits), never the words of the student's code."""
     where = f" (at {_text(outcome['where'], 120)})" if outcome.get("where") else ""
     public_where = _public_where(outcome.get("where"), package)
     if "stub" in outcome:
         stub = _text(outcome["stub"])
         task = re.match(r"Task (\d\d\.\d{1,2})\b", stub)
-        public = f"Task {task[1]}: not implemented yet" if task else f"{what}: NotImplementedError"
+        public = f"Task {task[1]}: not implemented yet" if task and task[1] in tasks else \
+            f"{what}: not implemented yet"
         return (stub if stub.startswith("Task ") else f"{what}: NotImplementedError: {stub}"), public
     if "error" in outcome:
         return (f"{what}: your code raised {_text(outcome['error'])}{where}",
@@ -582,11 +629,11 @@ _BUILTIN_EXCEPTIONS = frozenset(name for name, value in vars(builtins).items()
 
 
 def _public_where(where: Any, package: Path | None) -> str:
-    """" (at core/tensor.py line 57)" when the box named a file the package holds, else ""."""
+    """" (in core/tensor.py)" when the box named a file the package holds, else ""."""
     match = _WHERE.match(where) if isinstance(where, str) else None
     if match is None or package is None or ".." in match[1] or not (package / "tinytorch" / match[1]).is_file():
         return ""
-    return f" (at {match[1]} line {match[2]})"
+    return f" (in {match[1]})"
 
 
 def _after_name(text: Any) -> Any:

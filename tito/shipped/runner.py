@@ -7,9 +7,11 @@ It imports nothing from tito: the grader copies it with wire.py, checklib.py and
 slice into JOB/lib. It imports `tinytorch` from PACKAGE ("-": no package, for the yardstick of a timed
 check), says so on the pipe REPORT_FD, then answers requests from the pipe REQUEST_FD until it closes:
 each request names a check of JOB/work.json and carries one case; the reply is that case's outcome (an
-output, or the stub, error or timeout it met). The cases reach the box only one at a time, when the
-parent asks, and the parent keeps every clock: which check runs, when, for how long and at what cost is
-its knowledge. The runner decides nothing; the trusted parent judges every output.
+output, or the stub, error or timeout it met). After a check's cases the parent asks for an audit: whether
+every object of the grader's code in the box is still the one it was before the package was imported.
+The cases reach the box only one at a time, when the parent asks, and the parent keeps every clock: which
+check runs, when, for how long and at what cost is its knowledge. The runner decides nothing; the
+trusted parent judges every output.
 """
 
 import importlib
@@ -68,23 +70,72 @@ def _frame_where(frame: FrameType | None, package: str) -> str:
     return ""
 
 
-def _freeze(modules: dict) -> dict[str, tuple[Any, Any, Any]]:
-    """The grader's own functions and their code, taken before the package under test is imported."""
-    return {f"{label}.{name}": (value, value.__code__, getattr(value, "__defaults__", None))
-            for label, module in modules.items() for name, value in list(vars(module).items())
-            if callable(value) and hasattr(value, "__code__")}
+def _parts(value: Any) -> list[tuple[Any, Any]]:
+    """What a value of the grader's code holds that its computation depends on: a container's items, a
+    function's code, defaults and closure, a class's attributes (never an imported module's)."""
+    if isinstance(value, dict):
+        return [(repr(key)[:40], item) for key, item in list(value.items())]
+    if isinstance(value, (set, frozenset)):
+        return list(enumerate(sorted(value, key=id)))
+    if isinstance(value, (list, tuple)):
+        return list(enumerate(value))
+    if callable(value) and hasattr(value, "__code__"):
+        cells = [cell.cell_contents for cell in (value.__closure__ or ()) if _filled(cell)]
+        return [("code", value.__code__), ("defaults", value.__defaults__), ("kwdefaults", value.__kwdefaults__),
+                *enumerate(cells)]
+    wrapped = getattr(value, "__wrapped__", None) or getattr(value, "func", None)
+    if wrapped is not None and callable(wrapped):  # functools' wrappers: lru_cache, partial
+        return [("wrapped", wrapped), ("args", getattr(value, "args", None))]
+    if isinstance(value, type) and value.__module__ == "compute_slice":
+        return [(name, item) for name, item in list(vars(value).items()) if not name.startswith("__")]
+    return []
 
 
-def _changed(frozen: dict[str, tuple[Any, Any, Any]]) -> str:
-    """Which of the grader's functions the package under test replaced or rewrote, if any: its outputs
-    would then not be the grader's computation."""
-    modules = {"compute_slice": sys.modules.get("compute_slice"), "wire": sys.modules.get("wire"),
-               "runner": sys.modules.get(__name__)}
-    for key, (saved, code, defaults) in frozen.items():
-        label, name = key.split(".", 1)
-        if getattr(modules[label], name, None) is not saved or getattr(saved, "__code__", None) is not code \
-                or getattr(saved, "__defaults__", None) is not defaults:
-            return key
+def _filled(cell: Any) -> bool:
+    try:
+        return cell.cell_contents is not cell  # reading an empty cell raises
+    except ValueError:
+        return False
+
+
+def _freeze(modules: dict) -> dict[str, tuple[int, Any]]:
+    """Every object the grader's code in the box holds, by place, with its identity (and an array's bytes),
+    taken before the package under test is imported: module-level functions and everything reachable
+    from the module-level values of the compute slice (the tables of lambdas a check looks its variant up
+    in, closures, classes), so that a package which swaps one of them is caught."""
+    frozen: dict[str, tuple[int, Any]] = {}
+    pending = [(label, value) for label, module in modules.items() for value in [module]]
+    seen: set[int] = set()
+    while pending and len(frozen) < 100_000:
+        place, value = pending.pop()
+        if id(value) in seen or isinstance(value, type(sys)) and place not in modules:
+            frozen[place] = (id(value), None)
+            continue
+        seen.add(id(value))
+        frozen[place] = (id(value), _content(value))
+        parts = [(name, item) for name, item in list(vars(value).items()) if not name.startswith("__")] \
+            if isinstance(value, type(sys)) else _parts(value)
+        pending += [(f"{place}.{name}", item) for name, item in parts]
+    frozen[""] = (0, modules)  # the modules themselves, for _changed
+    return frozen
+
+
+def _content(value: Any) -> Any:
+    """An ndarray's bytes, checked as well as its identity (only small ones: the compute slice's constants)."""
+    nbytes = getattr(value, "nbytes", None)
+    if type(value).__name__ == "ndarray" and isinstance(nbytes, int) and nbytes <= 1 << 20:
+        return value.tobytes()
+    return None
+
+
+def _changed(frozen: dict[str, tuple[int, Any]]) -> str:
+    """Which object of the grader's code the package under test replaced or rewrote, if any (its place,
+    such as `compute_slice.SPEED.'sum'.3`): the box's outputs would then not be the grader's computation."""
+    now = _freeze(frozen[""][1])
+    for place, (identity, content) in frozen.items():
+        if place and (now.get(place) != (identity, content) if content is not None else
+                      place not in now or now[place][0] != identity):
+            return place
     return ""
 
 
@@ -154,6 +205,7 @@ def main(job: str, package: str, report_fd: int, request_fd: int, paths: list) -
         import compute_slice
 
         frozen = _freeze({"compute_slice": compute_slice, "wire": wire, "runner": sys.modules[__name__]})
+        compute_functions = {name: getattr(compute_slice, name) for name in dir(compute_slice)}
         if package != "-":
             tt = importlib.import_module("tinytorch")
         _disarm()
@@ -176,15 +228,18 @@ def main(job: str, package: str, report_fd: int, request_fd: int, paths: list) -
     checks = {check["name"]: check for check in work["checks"]}
     for line in requests:
         request = json.loads(line)
+        if "audit" in request:  # after a check's cases, outside every timed call: is the grader's code intact?
+            changed = _changed(frozen)
+            emit({"n": request["n"], "tampered": changed} if changed else {"n": request["n"], "audit": "clean"})
+            continue
         check = checks[request["run"]]
         function = check["yardstick"] if package == "-" else check["function"]
-        compute = frozen[f"compute_slice.{function}"][0]
+        compute = compute_functions[function]
         if package == "-":
             compute = (lambda yardstick: lambda tt, case: yardstick(case))(compute)
         outcome = _run_case(compute, tt, wire.decode(request["case"]), (request["cpu"], request["wall"]),
                             package, wire)
-        changed = _changed(frozen)
-        emit({"n": request["n"], "tampered": changed} if changed else {"n": request["n"], "outcome": outcome})
+        emit({"n": request["n"], "outcome": outcome})
 
 
 if __name__ == "__main__":
