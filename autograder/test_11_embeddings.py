@@ -1,7 +1,9 @@
 """Hidden suite of 11_embeddings: the index check, the lookup (forward), the scatter-add and the weight's
 gradient with repeated indices and padding_idx, nn.functional.embedding and nn.Embedding (PyTorch's
-initialisation, weight tying, from_pretrained), the sinusoidal positional encoding and the two layers that
-add positions, with their errors naming what was wrong.
+initialisation, weight tying, from_pretrained), the sinusoidal positional encoding (also at thousands of
+positions, where float32 angles lose digits) and the two layers that add positions, with their errors naming what
+was wrong; the lookup's output is never a view of the weight, and the functions that take arrays leave them as
+they were (a family of guards).
 
 Every `expected` is an independent numpy computation: the lookup as `np.take`, the scatter-add as a loop
 over the rows, gradients against float64 central differences; the judge never calls a BLAS product (a tied
@@ -309,25 +311,38 @@ def _(case):
     return np.take(case["w"], case["idx"], axis=0)
 
 
+_INDEX_FORMS = ("a Python int", "a 0-d array", "a 1-d array")
+
+
+def _index_in_form(row, form):
+    return {"a Python int": row, "a 0-d array": np.array(row), "a 1-d array": np.array([row])}[form]
+
+
 @check(task="11.3", points=1, guard=True, examples=5,
        inputs=st.integers(1, 5).flatmap(lambda rows: st.fixed_dictionaries({
            "w": floats_arrays((rows, 3)), "row": st.integers(0, rows - 1)})),
-       describe=lambda case: f"out = _Embedding.apply(indices, weight) for a weight of shape {case['w'].shape} and "
-                             f"the indices np.array({case['row']}) (0-d) and np.array([{case['row']}]), then "
-                             f"out.data[...] = 7: the weight afterwards")
+       describe=lambda case: f"out = _Embedding.apply(index, weight) for a weight of shape {case['w'].shape} and the "
+                             f"index {case['row']} as a Python int, np.array({case['row']}) (0-d) and "
+                             f"np.array([{case['row']}]), then out.data[...] = 7: the weight afterwards")
 def embedding_forward_returns_a_new_array(tt, case):
     found = {}
-    for name, idx in (("0-d", np.array(case["row"])), ("1-d", np.array([case["row"]]))):
+    for form in _INDEX_FORMS:
         weight = tt.Tensor(case["w"].copy())
-        out = _embeddings(tt)._Embedding.apply(idx, weight)
+        out = _embeddings(tt)._Embedding.apply(_index_in_form(case["row"], form), weight)
         out.data[...] = 7.0
-        found[f"weight after writing into the output of a {name} lookup"] = weight.numpy()
+        found[form] = weight.numpy()
     return found
 
 
-@embedding_forward_returns_a_new_array.expected
-def _(case):
-    return {f"weight after writing into the output of a {name} lookup": case["w"] for name in ("0-d", "1-d")}
+@embedding_forward_returns_a_new_array.verdict
+def _(case, output):
+    for form in _INDEX_FORMS:
+        if np.shape(output[form]) != case["w"].shape or not np.array_equal(output[form], case["w"]):
+            sentence = (f"out = _Embedding.apply(index, weight) for a weight of shape {case['w'].shape} and the index "
+                        f"{case['row']} as {form}: writing into out changed the weight, so out is a view of it "
+                        f"(weight[indices] is one for a single index given as a Python int); return "
+                        f"np.take(weight, indices, axis=0), which always makes a new array")
+            raise CheckFailed(sentence, sentence)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -582,7 +597,7 @@ def _(case):
 # 11.8 sinusoidal_positions
 
 
-@check(task="11.8", points=3, dtype=True, rtol=0, atol=5e-5, examples=12,
+@check(task="11.8", points=2, dtype=True, rtol=0, atol=5e-5, examples=12,
        inputs=st.lists(st.tuples(st.integers(0, 120), st.integers(1, 40)), min_size=2, max_size=4).map(
            lambda pairs: {"sizes": [(200, 128), (64, 7)] + pairs}),
        describe=lambda case: f"sinusoidal_positions(length, embedding_dim) for (length, embedding_dim) in "
@@ -597,6 +612,41 @@ def sinusoidal_positions_match_the_formula(tt, case):
 def _(case):
     return {"tables": [_np_positions(length, dim).astype(np.float32) for length, dim in case["sizes"]],
             "requires_grad": [False] * len(case["sizes"])}
+
+
+@st.composite
+def _far_positions_case(draw):
+    """A table of 2,000 to 12,000 positions and 12 of its rows, from 1,000 on (where a float32 angle has lost
+    its third decimal)."""
+    length, dim = draw(st.integers(2_000, 12_000)), draw(st.integers(2, 64))
+    rows = sorted(draw(st.lists(st.integers(1_000, length - 1), min_size=11, max_size=11, unique=True)))
+    return {"length": length, "dim": dim, "rows": rows + [length - 1]}
+
+
+@check(task="11.8", points=1, inputs=_far_positions_case(), examples=6,
+       describe=lambda case: f"sinusoidal_positions({case['length']}, {case['dim']}): the rows {case['rows']}")
+def sinusoidal_positions_keep_their_digits_at_thousands_of_positions(tt, case):
+    return tt.nn.functional.sinusoidal_positions(case["length"], case["dim"]).numpy()[case["rows"]]
+
+
+@sinusoidal_positions_keep_their_digits_at_thousands_of_positions.verdict
+def _(case, output):
+    what = f"sinusoidal_positions({case['length']}, {case['dim']})"
+    output = np.asarray(output)
+    if output.shape != (len(case["rows"]), case["dim"]) or output.dtype != np.float32:
+        raise CheckFailed(f"{what}: expected a float32 table of width {case['dim']}, got rows of shape "
+                          f"{output.shape[1:]} ({output.dtype})")
+    right = np.array([[math.sin(p / 10000.0 ** ((c - c % 2) / case["dim"])) if c % 2 == 0 else
+                       math.cos(p / 10000.0 ** ((c - c % 2) / case["dim"])) for c in range(case["dim"])]
+                      for p in case["rows"]])
+    error = np.abs(output - right)
+    if error.max() > 1e-5:
+        row, column = np.unravel_index(error.argmax(), error.shape)
+        sentence = (f"{what}: row {case['rows'][row]}, column {column} is {output[row, column]:.6f} where the formula "
+                    f"gives {right[row, column]:.6f} (off by {error.max():.1e}; float32 rounding alone is 6e-8): "
+                    f"compute the angles p / 10000^(2i/d) in float64 (a float32 angle near {case['rows'][row]} "
+                    f"keeps only 3 decimals) and cast to float32 only the sines and cosines")
+        raise CheckFailed(sentence, sentence)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -778,6 +828,81 @@ def _(case, output):
                         f"after manual_seed({case['seeds'][1]})", output)
 
 
+# ---------------------------------------------------------------------------------------------------
+# Family: what a function is given, it leaves as it found it (guards: a function that does nothing passes)
+
+
+UNCHANGED = {"_scatter_add": ("11.2", 1), "_Embedding.backward": ("11.4", 1),
+             "SinusoidalPositionalEncoding": ("11.9", 1), "PositionalEmbedding": ("11.10", 1)}
+_UNCHANGED_HINTS = {
+    "_scatter_add": "make the flat indices a new array (index.astype(np.intp)[:, None] * D + ...), never index *= D",
+    "_Embedding.backward": "the upstream gradient belongs to the caller: zero the padding row of the weight's "
+                           "gradient after the scatter-add, not the rows of grad_output",
+    "SinusoidalPositionalEncoding": "return x + pe[:T], a new tensor; never add into x.data",
+    "PositionalEmbedding": "return x + embedding(positions, weight), a new tensor; never add into x.data"}
+
+
+def _unchanged_case(function):
+    if function == "_scatter_add":
+        case = _scatter_case()
+    elif function == "_Embedding.backward":
+        case = _lookup_case(gradient=True, padding=True)
+    else:
+        case = _sequence_case()
+    return case.map(lambda c: {**c, "function": function})
+
+
+def _unchanged_words(case):
+    function = case["function"]
+    if function == "_scatter_add":
+        return (f"_scatter_add(index, rows, {case['rows']}) for index {case['index'].tolist()} ({case['index'].dtype}) "
+                f"and rows of shape {case['source'].shape}")
+    if function == "_Embedding.backward":
+        return (f"_Embedding.apply(indices, weight, padding_idx={case['padding_idx']}).backward(g) for "
+                f"{_lookup_words(case)}")
+    return (f"{function}({case['max_len']}, {case['dim']})(x) for x of shape {case['x'].shape}, given as an array "
+            f"and as a Tensor")
+
+
+@check(task="per variant", points=0, guard=True, examples=10,
+       variants={function: _unchanged_case(function) for function in UNCHANGED},
+       describe=lambda case: _unchanged_words(case) + ": the inputs afterwards")
+def functions_leave_their_inputs_unchanged(tt, case):
+    function, module = case["function"], _embeddings(tt)
+    if function == "_scatter_add":
+        index, rows = case["index"].copy(), case["source"].copy()
+        module._scatter_add(index, rows, case["rows"])
+        return {"index": index, "rows": rows}
+    if function == "_Embedding.backward":
+        g = tt.Tensor(case["g"].copy())
+        module._Embedding.apply(case["idx"], tt.Tensor(case["w"], requires_grad=True),
+                                padding_idx=case["padding_idx"]).backward(g)
+        return {"g": g.numpy()}
+    layer = getattr(tt.nn, function)(case["max_len"], case["dim"])
+    array, tensor = case["x"].copy(), tt.Tensor(case["x"].copy())
+    layer(array)
+    layer(tensor)
+    return {"x given as an array": array, "x given as a Tensor": tensor.numpy()}
+
+
+@functions_leave_their_inputs_unchanged.verdict
+def _(case, output):
+    function = case["function"]
+    if function == "_scatter_add":
+        given = {"index": case["index"], "rows": case["source"]}
+    elif function == "_Embedding.backward":
+        given = {"g": case["g"]}
+    else:
+        given = {"x given as an array": case["x"], "x given as a Tensor": case["x"]}
+    for name, value in given.items():
+        found = np.asarray(output[name])
+        if found.shape != value.shape or not np.array_equal(found, value):
+            sentence = (f"{_unchanged_words(case)} changed its input ({name}): what a function is given stays as "
+                        f"it was, the caller may use it again; {_UNCHANGED_HINTS[function]}")
+            raise CheckFailed(sentence, sentence)
+
+
 by_variant((positional_layers_refuse_too_long_or_wrong_width_inputs, POSITIONAL),
            (embedding_tables_start_standard_normal, INITS),
-           (embedding_tables_draw_from_the_default_generator, DRAWS))
+           (embedding_tables_draw_from_the_default_generator, DRAWS),
+           (functions_leave_their_inputs_unchanged, UNCHANGED))

@@ -13,17 +13,17 @@
 # %% [markdown]
 # # 11 Embeddings: tokens and positions as vectors
 #
-# A language model reads text as a sequence of integers, one per token: with a character vocabulary of
-# 65 symbols, `"To be"` might become `[32, 53, 1, 40, 43]`. A network cannot do arithmetic with those
+# A language model reads text as a sequence of integers, one per token: with the 84 characters of the
+# Shakespeare that 08 loads as the vocabulary, numbered in sorted order, `"To be"` is `[46, 70, 1, 57, 60]`. A network cannot do arithmetic with those
 # numbers as numbers (token 53 is not "more" than token 40), so the first layer of every language model
 # turns each token id into a vector of learned numbers, its **embedding**: row `i` of a table of shape
 # `(vocabulary size, width)` is the vector of token `i`. Training moves the rows, and tokens that are
 # used alike end up with similar vectors.
 #
 # ```python
-# tokens = nn.Embedding(65, 128)                # 65 characters, a vector of 128 numbers for each
+# tokens = nn.Embedding(84, 128)                # 84 characters, a vector of 128 numbers for each
 # positions = nn.PositionalEmbedding(64, 128)   # a learned vector for each of the positions 0..63
-# idx = Tensor(np.array([[32, 53, 1, 40, 43]])) # (B, T) = (1, 5) token ids
+# idx = Tensor(np.array([[46, 70, 1, 57, 60]])) # (B, T) = (1, 5) token ids
 # x = positions(tokens(idx))                    # (1, 5, 128): what token, and where it stands
 # ```
 #
@@ -133,7 +133,7 @@ __all__ = ["embedding", "sinusoidal_positions", "Embedding", "SinusoidalPosition
 # - raises `IndexError` if its dtype is not an integer type (`array.dtype.kind` is `"i"` for signed and
 #   `"u"` for unsigned integers; bools are `"b"`, floats `"f"`), naming the dtype;
 # - raises `IndexError` if any index is below 0 or at least `num_embeddings`, naming one such index and
-#   the size: `index 70 is out of range for an embedding of 65 rows (0 to 64)`. Finding the smallest and
+#   the size: `index 90 is out of range for an embedding of 84 rows (0 to 83)`. Finding the smallest and
 #   the largest index (`min()`, `max()`) is enough to decide, and to pick an index to name. An empty
 #   array has no index to check.
 
@@ -192,8 +192,10 @@ for bad, words in [([0, 9, 2], ["9", "6"]), ([[1, -1]], ["-1", "6"]), (np.array(
 # of times.
 #
 # `np.add.at(grad, idx, g)` is numpy's *unbuffered* addition: it adds every row in, one at a time, and
-# gets repeats right. It is also slow on a 2-d table. Measured for the GPT of 13 (N = 32·64 positions,
-# D = 128, float32, one thread), the ways to compute the same `(V, D)` sum:
+# gets repeats right. It is also slow on a 2-d table. Measured at the sizes of the GPT of 13 (N = 32·64
+# positions, D = 128, float32, one thread), for a small character vocabulary (65; the 84 of the
+# Shakespeare shipped here give about the same times) and for GPT-2's, the ways to compute the same
+# `(V, D)` sum:
 #
 # | scatter-add of 2,048 rows of 128 | V = 65 | V = 50,257 (GPT-2) |
 # |---|---|---|
@@ -296,16 +298,16 @@ def add_at_2d(index, rows, num_rows):
     return out
 
 
-index = rng.integers(0, 65, 32 * 64)
+index = rng.integers(0, 84, 32 * 64)
 rows = rng.standard_normal((32 * 64, 128)).astype(np.float32)
 ways = {"Python loop": loop, "np.add.at, 2-d": add_at_2d, "your _scatter_add": _scatter_add}
 with threadpool_limits(limits=1):
-    times = {name: milliseconds(lambda way=way: way(index, rows, 65)) for name, way in ways.items()}
+    times = {name: milliseconds(lambda way=way: way(index, rows, 84)) for name, way in ways.items()}
 for name, ms in times.items():
     print(f"{name:>20}: {ms:.2f} ms")
 figure, axis = plt.subplots(figsize=(6, 2.5))
 axis.barh(list(times), list(times.values()))
-axis.set_xlabel("ms per backward (V = 65, N = 2,048, D = 128)")
+axis.set_xlabel("ms per backward (V = 84, N = 2,048, D = 128)")
 figure.tight_layout()
 plt.show()
 
@@ -320,9 +322,11 @@ plt.show()
 #
 # A `(B, T)` batch of token ids gives a `(B, T, D)` batch of vectors; a single index (a 0-d array) gives
 # one vector `(D,)`; an empty index array gives an empty result. Numpy's fancy indexing does exactly
-# this. Use `np.take(weight, indices, axis=0)`, which always returns a new array (`weight[indices]`
-# returns a *view* of the weight when `indices` is 0-d, and an output that shares memory with a
-# parameter changes under the optimizer's in-place update). Save what the backward needs: the indices,
+# this. Use `np.take(weight, indices, axis=0)`, which always returns a new array: `weight[indices]`
+# returns a *view* of the weight for a single index given as a Python int or a numpy integer
+# (`apply` passes a Python number through unchanged, so `_Embedding.apply(4, weight)` gets one), and
+# an output that shares memory with a parameter changes under the optimizer's in-place update (and
+# writing into it writes into the weight). Save what the backward needs: the indices,
 # the weight's shape (not the weight: its values play no part in the gradient) and `padding_idx`.
 #
 # `backward(ctx, grad_output)`, task 11.4, returns `(None, grad_weight)`: no gradient for the indices
@@ -369,9 +373,10 @@ indices = np.array([[5, 0, 5], [2, 2, 1]])
 out = _Embedding.apply(indices, Tensor(weight))
 assert out.shape == (2, 3, 3) and out.dtype == np.float32
 assert np.array_equal(out.data[0, 2], weight[5]) and np.array_equal(out.data[1, 0], weight[2])
-single = _Embedding.apply(np.array(4), Tensor(weight))
-assert single.shape == (3,) and np.array_equal(single.data, weight[4])
-assert not np.shares_memory(single.data, weight), "the output is a new array, never a view of the weight"
+for index in (np.array(4), 4):                               # a 0-d array, and a Python int
+    single = _Embedding.apply(index, Tensor(weight))
+    assert single.shape == (3,) and np.array_equal(single.data, weight[4])
+    assert not np.shares_memory(single.data, weight), "the output is a new array, never a view of the weight"
 assert _Embedding.apply(np.zeros((0, 2), dtype=np.int64), Tensor(weight)).shape == (0, 2, 3)
 
 # %% [markdown]
@@ -866,7 +871,7 @@ except ValueError as error:
 
 # %%
 manual_seed(0)
-vocabulary, width, context = 65, 128, 64
+vocabulary, width, context = 84, 128, 64
 tokens, positions = Embedding(vocabulary, width), PositionalEmbedding(context, width)
 head = tt.nn.Linear(width, vocabulary, bias=False)
 head.weight = tokens.weight
@@ -973,5 +978,7 @@ plt.show()
 # indices that numpy would have wrapped, masked or reported from deep inside; PyTorch's initialisation and
 # `padding_idx`; a pretrained table; and the two ways of telling a model where each token stands. The
 # next module, 12, builds attention, the layer that lets each position look at the others; 13 stacks
-# both into a GPT: `Embedding(65, 128)` for the characters, `PositionalEmbedding(64, 128)` for their
-# places, and an output layer that shares the token table.
+# both into a GPT: `Embedding(84, 128)` for the characters, a second `Embedding(64, 128)` looked up at the
+# positions 0..63 for their places (`PositionalEmbedding`'s table, with the addition written in the GPT's
+# forward, where the cache of 13 moves the positions on), and an output layer that can share the token
+# table.
