@@ -4,7 +4,8 @@ masked rows as zeros, the fused Function's forward and backward (batched over an
 batch axes, a fully masked row), scaled_dot_product_attention (default and given scale, its errors, and
 causality: the output at position t does not change when the tokens after t change), MultiheadAttention's
 masks (the other boolean convention), its heads as views, its parameters and PyTorch's initialisation, and
-its forward against an independent numpy multi-head attention with the module's own weights.
+its forward against an independent numpy multi-head attention with the module's own weights; every function but
+the in-place `_softmax_rows` leaves the arrays it is given as they were (a family of guards).
 
 Every `expected` is an independent numpy computation: the scores by `np.einsum` (no BLAS on the judge's
 side: OpenBLAS called from several grading threads can spin), the softmax row by row with fully masked rows
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 
 from checklib import (
     CheckFailed,
+    by_variant,
     capture_error,
     central_difference,
     check,
@@ -815,3 +817,109 @@ def _(case):
                             case["query"].shape[1], case["key"].shape[1])
         return _np_mha(weights, case["query"], case["key"], case["value"], case["E"], case["H"], bias)[0]
     return central_difference(output, [case["in_proj_weight"], case["in_proj_bias"]], np.ones(case["query"].shape))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Family: what a function is given, it leaves as it found it (guards: a function that does nothing passes)
+
+
+UNCHANGED = {"_attention_weights": ("12.4", 1), "_ScaledDotProductAttention.backward": ("12.5", 1),
+             "scaled_dot_product_attention": ("12.6", 1), "_mha_bias": ("12.7", 1),
+             "MultiheadAttention": ("12.10", 1)}
+_SCORES_HINT = "scale the scores (a new array from np.matmul), never q or k: q *= scale writes into the caller's query"
+_MASK_HINT = ("a float mask of the right dtype is the bias itself (astype(dtype, copy=False) does not copy it): add "
+              "it to the scores or into a new array (bias + padding), never the other way round")
+_UNCHANGED_HINTS = {"q": _SCORES_HINT, "k": _SCORES_HINT, "query": _SCORES_HINT, "key": _SCORES_HINT,
+                    "v": "v is only read: the output is np.matmul(p, v), a new array", "value": "value is only read",
+                    "bias": _MASK_HINT, "mask": _MASK_HINT, "attn_mask": _MASK_HINT, "key_padding_mask": _MASK_HINT,
+                    "g": "the upstream gradient belongs to the caller: compute ḡ_P into a new array and work in place "
+                         "on that one"}
+
+
+@st.composite
+def _float_mha_mask_case(draw):
+    """_mha_bias's masks, float64 ones given with dtype float64 (so that a float mask is used without a copy)."""
+    case = draw(_mha_mask_case())
+    B, H, L, S = case["B"], case["H"], case["L"], case["S"]
+    case["attn_mask"] = np.asarray(draw(signed_arrays(draw(st.sampled_from([(L, S), (B * H, L, S)])), 0.1, 3.0)))
+    case["key_padding_mask"] = np.asarray(draw(signed_arrays((B, S), 0.1, 3.0)))
+    return case
+
+
+def _unchanged_case(function):
+    if function == "_attention_weights":
+        case = _qkv_case(np.float32, kind="float")
+    elif function == "_ScaledDotProductAttention.backward":
+        case = _qkv_case(np.float64, gradient=True)
+    elif function == "scaled_dot_product_attention":
+        case = _sdpa_case()
+    elif function == "_mha_bias":
+        case = _float_mha_mask_case()
+    else:
+        case = _mha_case()
+    return case.map(lambda c: {**c, "function": function})
+
+
+_GIVEN = {"_attention_weights": ("q", "k", "v", "bias"), "_ScaledDotProductAttention.backward": ("g",),
+          "scaled_dot_product_attention": ("q", "k", "v", "mask"), "_mha_bias": ("attn_mask", "key_padding_mask"),
+          "MultiheadAttention": ("query", "key", "value", "attn_mask", "key_padding_mask")}
+
+
+def _unchanged_words(case):
+    function = case["function"]
+    if function == "_attention_weights":
+        return (f"_attention_weights(q, k, bias, scale) and _ScaledDotProductAttention.apply(q, k, v, bias=bias, "
+                f"scale=scale) for {_qkv_words(case)}")
+    if function == "_ScaledDotProductAttention.backward":
+        return f"_ScaledDotProductAttention.apply(q, k, v, bias, scale).backward(g) for {_qkv_words(case, 'float64')}"
+    if function == "scaled_dot_product_attention":
+        return _sdpa_words(case) + ", q, k, v given as arrays"
+    if function == "_mha_bias":
+        return _mha_mask_words(case).replace("float32)", "float64)")
+    return _mha_words(case) + ", the inputs given as arrays"
+
+
+@check(task="per variant", points=0, guard=True, examples=10,
+       variants={function: _unchanged_case(function) for function in UNCHANGED},
+       describe=lambda case: _unchanged_words(case) + ": the inputs afterwards")
+def functions_leave_their_inputs_unchanged(tt, case):
+    module, function = _attention(tt), case["function"]
+    given = {name: None if case.get(name) is None else np.array(case[name]) for name in _GIVEN[function]}
+    if function == "_attention_weights":
+        module._attention_weights(given["q"], given["k"], given["bias"], case["scale"])
+        module._ScaledDotProductAttention.apply(tt.Tensor(given["q"]), tt.Tensor(given["k"]), tt.Tensor(given["v"]),
+                                                bias=given["bias"], scale=case["scale"])
+    elif function == "_ScaledDotProductAttention.backward":
+        g = tt.Tensor(given["g"])
+        leaves = [tt.Tensor(case[name], requires_grad=True) for name in ("q", "k", "v")]
+        _fused(tt, case, *leaves).backward(g)
+        given["g"] = g.numpy()
+    elif function == "scaled_dot_product_attention":
+        arguments = {} if case["given scale"] is None else {"scale": case["given scale"]}
+        if case["kind"] == "causal":
+            arguments["is_causal"] = True
+        elif given["mask"] is not None:
+            arguments["attn_mask"] = given["mask"]
+        tt.nn.functional.scaled_dot_product_attention(given["q"], given["k"], given["v"], **arguments)
+    elif function == "_mha_bias":
+        module._mha_bias(given["attn_mask"], given["key_padding_mask"], case["B"], case["H"], case["L"], case["S"],
+                         np.float64)
+    else:
+        _mha_module(tt, case)(given["query"], given["key"], given["value"], attn_mask=given["attn_mask"],
+                              key_padding_mask=given["key_padding_mask"])
+    return given
+
+
+@functions_leave_their_inputs_unchanged.verdict
+def _(case, output):
+    for name in _GIVEN[case["function"]]:
+        value, found = case.get(name), output[name]
+        same = found is None if value is None else (np.shape(found) == np.shape(value) and np.array_equal(
+            np.asarray(found), value))
+        if not same:
+            sentence = (f"{_unchanged_words(case)} changed its input {name}: what a function is given stays as it "
+                        f"was, the caller may use it again; {_UNCHANGED_HINTS[name]}")
+            raise CheckFailed(sentence, sentence)
+
+
+by_variant((functions_leave_their_inputs_unchanged, UNCHANGED))

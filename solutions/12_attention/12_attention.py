@@ -199,7 +199,7 @@ for mask, causal_too, error_type in [(keep, True, RuntimeError), (np.ones((2, 2)
 # `_attention_bias` or `None`. It is exported under a private name only so that the grader can reach
 # it, and so that you can time it against the fused version below; the package never calls it.
 #
-# Count what it costs. The forward records five nodes (transpose, matmul, multiply, add, softmax,
+# Count what it costs. The forward records six nodes (transpose, matmul, multiply, add, softmax,
 # matmul: the transpose is free, a view); every node's output is a full `(..., L, S)` array, and the
 # backward walks all of them again. For the GPT of the next module that is a few megabytes per layer,
 # read and written several times per step.
