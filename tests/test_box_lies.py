@@ -306,6 +306,37 @@ def after():
     assert secret[10:10 + engine.SCRUB_WINDOW] not in " ".join(broken.public_notes)
 
 
+def test_outputs_chosen_to_carry_text_or_digits_reach_official_feedback_only_as_the_graders_words(stage, tmp_path):
+    """A box's outputs are echoed by verdicts ("the result ... is wrong"): pieces under 8 characters pass the
+    scrub, and digits are no string at all. The public words keep only words and numbers the grader wrote."""
+    secret = base64.b64encode(SUITE.encode()).decode()[:140]
+    pieces = [secret[i:i + 7] for i in range(0, len(secret), 7)]
+    digits = "".join(str(ord(c)) for c in secret[:40])
+    leaker = GOOD + f'''
+_PIECES = {pieces!r}
+def colsum(x):
+    return np.full(x.shape[1], float("0.{digits[:15]}"), dtype=x.dtype)
+def spin(n):
+    return float("{digits[:6]}.{digits[6:12]}")
+def after():
+    return _PIECES
+'''
+    result = grade(stage, tmp_path, leaker)
+    public = " ".join(t.public for t in result.tests)
+    assert result.score == 0 and all(t.public for t in result.tests)
+    assert not any(piece in public for piece in pieces), public
+    for start in range(0, 12 - 3):
+        assert digits[start:start + 4] not in public, public
+    assert all(len(t.public) <= len(t.message) + engine.CONFINED_CHARACTERS for t in result.tests)
+    # a verdict of a suite that echoes the output in its public words: confined to the grader's own words
+    plan = engine.make_plan(stage, seed=3, jobs=tmp_path / "jobs")
+    echo = f"spin(3): the result {pieces!r} is wrong, 0.{digits} of " + "x" * 400
+    confined = engine.confine(echo, "spin(3)", plan.known_words)
+    assert confined.startswith("spin(3): the result [") and "is wrong" in confined
+    assert not any(piece in confined for piece in pieces) and digits[:4] not in confined
+    assert len(confined) <= len("spin(3)") + engine.CONFINED_CHARACTERS
+
+
 def test_a_builtin_error_and_its_file_in_the_package_stay_in_the_public_words(stage, tmp_path):
     code = GOOD + "def spin(n):\n    raise ValueError('spin: n must be even')\n"
     spins = next(t for t in grade(stage, tmp_path, code).tests if t.id == "spins")

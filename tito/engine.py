@@ -87,6 +87,18 @@ class Plan:
     seed: int
     job: Path  # lib/ (runner, wire, checklib, compute slice) and work.json: read-only to every box
     _expected: dict[tuple[str, int], Any] = field(default_factory=dict)
+    _known: frozenset[str] | None = None
+
+    @property
+    def known_words(self) -> frozenset[str]:
+        """The words and numbers the grader writes that no box is given: those of the suite outside its
+        compute slice, and of checklib's messages. A verdict's public words keep only these (`confine`)."""
+        if self._known is None:
+            suite = set(_WORDS.findall(self.stage.suite.read_text(encoding="utf-8")))
+            inside = set(_WORDS.findall((self.job / "lib" / "compute_slice.py").read_text(encoding="utf-8")))
+            checklib = set(_WORDS.findall((SHIPPED / "checklib.py").read_text(encoding="utf-8")))
+            self._known = frozenset((suite - inside) | checklib)
+        return self._known
 
     @property
     def max_score(self) -> float:
@@ -568,7 +580,9 @@ def _judge_check(plan: Plan, check: Check, report: Report) -> CheckResult:
         try:
             check.judge(case, output, expected)
         except checklib.CheckFailed as failure:
-            return result(_text(failure, 600), _text(failure.public or f"{what}: the result is wrong", 600))
+            public = failure.public or f"{what}: the result is wrong"
+            return result(_text(failure, 600), confine(public, what, plan.known_words | set(_WORDS.findall(
+                f"{what} {check.doc}"))))
         except Exception as error:  # the output had a form the judge cannot read: the student's result
             return result(f"{what}: the result does not have the expected form ({type(error).__name__}: "
                           f"{_text(str(error), 200)})", f"{what}: the result does not have the expected form")
@@ -690,6 +704,29 @@ def scrub(text: str, said: list[str]) -> str:
             out.append("…")
         previous = gone
     return "".join(out)
+
+
+_WORDS = re.compile(r"[A-Za-z_]+|\d+")
+CONFINED_CHARACTERS = 160  # of a verdict's public words after the case's description
+
+
+def confine(public: str, what: str, known: frozenset[str] | set[str]) -> str:
+    """A verdict's public words with every word and number the grader did not write replaced by "…", and at
+    most CONFINED_CHARACTERS after the case's description: a box's output reaches official feedback only as
+    the grader's own words, chosen among a known few, never as digits or text of its choice (docs/security.md,
+    invariant 6). "-0.5" the box returned becomes "-…" unless the grader's words hold 0 and 5."""
+    head = what if public.startswith(what) else ""
+    rest = public[len(head):]
+    out, last = [], 0
+    for token in _WORDS.finditer(rest):
+        out.append(rest[last:token.start()])
+        keep = token[0] in known
+        if keep or not out or not out[-1].endswith("…"):
+            out.append(token[0] if keep else "…")
+        last = token.end()
+    out.append(rest[last:])
+    text = "".join(out)
+    return head + (text if len(text) <= CONFINED_CHARACTERS else text[:CONFINED_CHARACTERS - 2] + " …")
 
 
 def grade_stage(plan: Plan, package: Path, *, isolation: str, limits: sandbox.Limits,
