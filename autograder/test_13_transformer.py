@@ -2,11 +2,13 @@
 axes, with and without weight and bias; its backward against float64 central differences and only the
 gradients asked for; `layer_norm` and `LayerNorm` with PyTorch's arguments and initialisation), the GELU
 feed-forward block, lean causal self-attention (against an independent numpy multi-head attention, and
-causality), the pre-norm block (forward, causality, gradients against central differences), the GPT
-(parameters, GPT-2's initialisation, weight tying, logits and loss against a numpy GPT with the same weights,
-causality), the key-value cache (pieces through the cache equal the whole sequence), sampling (greedy, the
-documented single draw per sequence for a seeded generator, temperature, top-k) and `generate` (greedy and
-seeded sampling against a numpy generation loop, past block_size, with the cache and without).
+causality), the pre-norm block (forward, causality, gradients against central differences, the cache passed on to
+its attention), the key-value cache (pieces through the cache equal the whole sequence), sampling (greedy, the
+documented single draw per sequence for a seeded generator, temperature, top-k), the GPT (parameters, GPT-2's
+initialisation, weight tying, logits and loss against a numpy GPT with the same weights, causality) and
+`GPT.generate` (greedy and seeded sampling against a numpy generation loop, past block_size, with the cache and
+without). Guards: the upstream gradient and the logits are read only, a Dropout of p = 0 is not called (it would
+draw a mask), greedy sampling draws nothing.
 
 Every `expected` is an independent numpy computation in float64 with the case's weights; products by
 `np.einsum` (no BLAS on the judge's side: OpenBLAS called from several grading threads can spin). Private
@@ -55,6 +57,28 @@ def _block_module(tt, case):
 
 def _attention_module(tt, case):
     return _load(tt.models.CausalSelfAttention(case["C"], case["H"]), case["params"])
+
+
+def _draws_around(tt, run, seed):
+    """tt.randn(8) after manual_seed(seed) and run(), and right after manual_seed(seed): the raw values."""
+    tt.manual_seed(seed)
+    run()
+    after = tt.randn(8).numpy()
+    tt.manual_seed(seed)
+    return {"drawn after it": after, "drawn without it": tt.randn(8).numpy()}
+
+
+class _RecordingCache:
+    """Stands in for a KVCache (task 13.7, later than the block): records the shapes of the q, k, v the attention
+    hands it and attends causally over them alone, so a block that passes it on computes what it computes
+    without a cache."""
+
+    def __init__(self, tt):
+        self.tt, self.calls = tt, []
+
+    def attend(self, q, k, v):
+        self.calls.append([list(q.shape), list(k.shape), list(v.shape)])
+        return self.tt.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -140,6 +164,14 @@ def _np_sample(logits, temperature, top_k, generator):
     u = generator.random((len(logits), 1)) * cumulative[:, -1:]
     return np.array([min(int(np.searchsorted(row, value, side="right")), logits.shape[-1] - 1)
                      for row, value in zip(cumulative, u[:, 0])])
+
+
+def _expect_no_draws(what, output, fix):
+    """Judge _draws_around (or the draws of a given generator): the numbers drawn after the call are those drawn
+    without it."""
+    if not np.array_equal(output["drawn after it"], output["drawn without it"]):
+        sentence = f"{what} drew random numbers (the numbers drawn after it changed): {fix}"
+        raise CheckFailed(sentence, sentence)
 
 
 def _np_generate(params, config, prompt, steps, temperature, top_k, seed):
@@ -287,6 +319,25 @@ def _(case):
     return {"x leaf: x.grad": grads[0], "w leaf: w.grad": grads[1], "x stays without grad": True}
 
 
+@check(task="13.2", points=1, guard=True, inputs=_ln_case(np.float64, gradient=True), examples=10,
+       describe=lambda case: f"g = Tensor(upstream), _LayerNorm.apply(x, ...).backward(g) for {_ln_words(case)}, "
+                             f"every operand a leaf: g afterwards")
+def layer_norm_backward_leaves_the_upstream_gradient_unchanged(tt, case):
+    g = tt.Tensor(case["g"].copy())
+    leaves = [tt.Tensor(a, requires_grad=True) for a in _ln_inputs(case)]
+    _ln_apply(tt, case, *(leaves + [None, None])[:3]).backward(g)
+    return g.numpy()
+
+
+@layer_norm_backward_leaves_the_upstream_gradient_unchanged.verdict
+def _(case, output):
+    if np.shape(output) != case["g"].shape or not np.array_equal(output, case["g"]):
+        sentence = (f"_LayerNorm.apply(x, ...).backward(g) for {_ln_words(case)} changed g: the upstream gradient "
+                    f"belongs to the caller (another branch of the graph may read it too); read it only, and work in "
+                    f"place on a new array (ĝ − mean(ĝ))")
+        raise CheckFailed(sentence, sentence)
+
+
 # ---------------------------------------------------------------------------------------------------
 # 13.3 layer_norm and LayerNorm
 
@@ -308,7 +359,8 @@ def functional_layer_norm_matches_numpy(tt, case):
 @functional_layer_norm_matches_numpy.expected
 def _(case):
     out = _np_ln(case["x"], case["w"], case["b"], case["axes"], case["eps"]).astype(np.float32)
-    return {"out": out, "bias only": (_np_ln(case["x"], None, None, case["axes"], case["eps"]) + 0.5).astype(np.float32)}
+    bias_only = _np_ln(case["x"], None, None, case["axes"], case["eps"]) + 0.5
+    return {"out": out, "bias only": bias_only.astype(np.float32)}
 
 
 _LN_OPTIONS = [((6,), {}), (7, {}), ((2, 3), {}), (5, {"elementwise_affine": False}), (4, {"bias": False}),
@@ -344,8 +396,9 @@ def _(case):
 
 
 @check(task="13.3", points=1, inputs=_ln_case().filter(lambda c: c["affine"] == "both"), examples=10, rtol=1e-4,
-       atol=1e-4, describe=lambda case: f"nn.LayerNorm(normalized_shape) holding weight and bias, on {_ln_words(case)}; "
-                                        f"then on an input whose last axis is one longer (the error)")
+       atol=1e-4, describe=lambda case: f"nn.LayerNorm(normalized_shape) holding weight and bias, on "
+                                        f"{_ln_words(case)}; then on an input whose last axis is one longer "
+                                        f"(the error)")
 def layer_norm_module_forward_and_its_error(tt, case):
     shape = case["x"].shape[-case["axes"]:]
     module = tt.nn.LayerNorm(shape, eps=case["eps"])
@@ -404,6 +457,21 @@ def mlp_forward_matches_numpy(tt, case):
 @mlp_forward_matches_numpy.expected
 def _(case):
     return _np_mlp(case["params"], "", np.asarray(case["x"], np.float64))
+
+
+@check(task="13.4", points=1, guard=True, inputs=_mlp_case(), examples=5,
+       describe=lambda case: f"tt.manual_seed(1), models.MLP({case['C']}) (dropout=0.0, training mode) on x of shape "
+                             f"{case['x'].shape}, tt.randn(8): against tt.randn(8) right after tt.manual_seed(1)")
+def mlp_without_dropout_draws_no_random_numbers(tt, case):
+    mlp = _load(tt.models.MLP(case["C"]), case["params"]).train()
+    return _draws_around(tt, lambda: mlp(tt.Tensor(case["x"])), 1)
+
+
+@mlp_without_dropout_draws_no_random_numbers.verdict
+def _(case, output):
+    _expect_no_draws(f"MLP({case['C']}) with dropout=0.0 in training mode, on x of shape {case['x'].shape},", output,
+                     "a Dropout of p = 0 changes nothing but still draws a mask, so call self.dropout only when its "
+                     "p is not 0")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -516,6 +584,32 @@ def block_gradient_matches_central_differences(tt, case):
     return leaf_gradients(tt, lambda x: module(x), [case["x"]], case["g"])
 
 
+@check(task="13.6", points=1, inputs=_attention_case(_block_shapes), examples=10, rtol=1e-4, atol=1e-4,
+       describe=lambda case: _attention_words(case, "models.TransformerBlock") + ", called as block(x, cache) with a "
+                             "stand-in cache that attends causally: the output and the shapes of q, k, v its "
+                             "attend(q, k, v) received")
+def block_passes_its_cache_to_the_attention(tt, case):
+    cache = _RecordingCache(tt)
+    out = _block_module(tt, case)(tt.Tensor(case["x"]), cache).numpy()
+    return {"out": out, "attend calls": cache.calls}
+
+
+@block_passes_its_cache_to_the_attention.verdict
+def _(case, output):
+    B, T, C = case["x"].shape
+    H = case["H"]
+    what = _attention_words(case, "TransformerBlock") + ", called as block(x, cache)"
+    heads = [B, H, T, C // H]
+    if output["attend calls"] != [[heads, heads, heads]]:
+        raise CheckFailed(f"{what}: expected the cache's attend to be called once with q, k, v of shape {heads}, got "
+                          f"the calls {output['attend calls']}: pass cache on to the attention, "
+                          f"self.attn(self.ln_1(x), cache)", f"{what}: the cache did not reach the attention: pass it "
+                                                             f"on, self.attn(self.ln_1(x), cache)")
+    right = _np_block(case["params"], "", np.asarray(case["x"], np.float64), C, H)
+    if np.shape(output["out"]) != right.shape or not np.allclose(output["out"], right, rtol=1e-4, atol=1e-4):
+        raise CheckFailed(f"{what}: the output is not the block's")
+
+
 @block_gradient_matches_central_differences.expected
 def _(case):
     return central_difference(lambda x: _np_block(case["params"], "", x, case["C"], case["H"]), [case["x"]], case["g"])
@@ -579,8 +673,8 @@ def _(case):
 
 
 @check(task="13.8", points=1, describe=lambda case: "_sample(logits, 1.0, top_k=2, generator) 2000 times for one row "
-                                                     "of probabilities [0.1, 0.2, 0.3, 0.4], 2000 times for its logits "
-                                                     "+ 800 without top_k; then temperature=-1 and top_k=0 (the errors)")
+                                                    "of probabilities [0.1, 0.2, 0.3, 0.4], 2000 times for its logits "
+                                                    "+ 800 without top_k; then temperature=-1 and top_k=0 (the errors)")
 def sample_keeps_only_the_top_k(tt, case):
     sample = _transformer(tt)._sample
     generator = np.random.default_rng(0)
@@ -599,7 +693,8 @@ def _(case, output):
     if counts.shape != (4,) or counts[:2].sum() != 0:
         raise CheckFailed(f"_sample with top_k=2: tokens outside the two largest logits were drawn (counts {counts})")
     if abs(counts[2] / 2000 - 3 / 7) > 0.05:
-        raise CheckFailed(f"_sample with top_k=2: token 2 drawn {counts[2]} times of 2000, expected about {2000 * 3 / 7:.0f}")
+        raise CheckFailed(f"_sample with top_k=2: token 2 drawn {counts[2]} times of 2000, expected about "
+                          f"{2000 * 3 / 7:.0f}")
     large = np.asarray(output["large"]) / 2000
     if large.shape != (4,) or np.abs(large - [0.1, 0.2, 0.3, 0.4]).max() > 0.05:
         raise CheckFailed(f"_sample for logits log([0.1, 0.2, 0.3, 0.4]) + 800: drawn with frequencies {large}, "
@@ -610,6 +705,39 @@ def _(case, output):
     for error, name in zip(output["errors"], ("temperature", "top_k")):
         if name not in error["message"]:
             raise CheckFailed(f"_sample: the ValueError for a wrong {name} must name {name}, got: {error['message']}")
+
+
+@check(task="13.8", points=1, guard=True, inputs=_sample_case(), examples=10,
+       describe=lambda case: _sample_words(case).replace("temperature=" + str(case["temperature"]), "temperature=0")
+       + ", then generator.random(8): against np.random.default_rng(seed).random(8)")
+def greedy_sample_draws_nothing(tt, case):
+    generator = np.random.default_rng(case["seed"])
+    _transformer(tt)._sample(case["logits"], 0, case["top_k"], generator)
+    return {"drawn after it": generator.random(8), "drawn without it": np.random.default_rng(case["seed"]).random(8)}
+
+
+@greedy_sample_draws_nothing.verdict
+def _(case, output):
+    _expect_no_draws(f"_sample(logits, temperature=0, top_k={case['top_k']}, generator) for logits of shape "
+                     f"{case['logits'].shape}", output, "temperature=0 is greedy, the argmax of each row: return it "
+                                                        "before drawing u, so the generator is left as it was")
+
+
+@check(task="13.8", points=1, guard=True, inputs=_sample_case(), examples=10,
+       describe=lambda case: _sample_words(case) + " for float64 logits: the logits afterwards")
+def sample_leaves_the_logits_unchanged(tt, case):
+    logits = case["logits"].astype(np.float64)
+    _transformer(tt)._sample(logits, case["temperature"], case["top_k"], np.random.default_rng(case["seed"]))
+    return logits
+
+
+@sample_leaves_the_logits_unchanged.verdict
+def _(case, output):
+    if not np.array_equal(output, case["logits"].astype(np.float64)):
+        sentence = (f"{_sample_words(case)} for float64 logits changed the logits: np.asarray(logits, "
+                    f"dtype=np.float64) is the caller's own array when it is float64 already, so scale and mask "
+                    f"into new arrays (logits / temperature, np.where(...)), never in place")
+        raise CheckFailed(sentence, sentence)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -768,6 +896,21 @@ def _(case, output):
         raise CheckFailed(f"{what}: idx longer than block_size must raise ValueError, got {output['error']}")
 
 
+@check(task="13.10", points=1, guard=True, inputs=_gpt_case(), examples=5,
+       describe=lambda case: "tt.manual_seed(1), " + _gpt_words(case) + " (dropout=0.0, training mode) with targets, "
+                             "tt.randn(8): against tt.randn(8) right after tt.manual_seed(1)")
+def gpt_forward_without_dropout_draws_no_random_numbers(tt, case):
+    model = _gpt(tt, case).train()
+    return _draws_around(tt, lambda: model(case["idx"], case["targets"]), 1)
+
+
+@gpt_forward_without_dropout_draws_no_random_numbers.verdict
+def _(case, output):
+    _expect_no_draws(_gpt_words(case) + " with dropout=0.0 in training mode", output,
+                     "a Dropout of p = 0 changes nothing but still draws a mask, so call self.drop only when its p is "
+                     "not 0 (when 13.4's mlp_without_dropout_draws_no_random_numbers fails too, the draws are MLP's)")
+
+
 # ---------------------------------------------------------------------------------------------------
 # 13.11 generate
 
@@ -789,6 +932,32 @@ def generate_greedy_matches_numpy(tt, case):
 def _(case):
     tokens = _np_generate(case["params"], case["config"], case["idx"], case["steps"], 0, None, 0)
     return {"cached": tokens, "uncached": tokens}
+
+
+@check(task="13.11", points=1, guard=True, inputs=_gpt_case(steps=True), examples=5,
+       describe=lambda case: _generate_words(case, f"temperature=0, generator=np.random.default_rng({case['seed']})")
+       + ", with and without the cache, then generator.random(8); and the same with the default generator after "
+         "tt.manual_seed(1), then tt.randn(8): the numbers drawn after it")
+def greedy_generate_draws_nothing(tt, case):
+    model = _gpt(tt, case)
+    found = {}
+    for use_cache in (True, False):
+        generator = np.random.default_rng(case["seed"])
+        model.generate(case["idx"], case["steps"], temperature=0, use_cache=use_cache, generator=generator)
+        found[f"use_cache={use_cache}"] = {"drawn after it": generator.random(8),
+                                           "drawn without it": np.random.default_rng(case["seed"]).random(8)}
+        found[f"use_cache={use_cache}, default generator"] = _draws_around(
+            tt, lambda use_cache=use_cache: model.generate(case["idx"], case["steps"], temperature=0,
+                                                           use_cache=use_cache), 1)
+    return found
+
+
+@greedy_generate_draws_nothing.verdict
+def _(case, output):
+    for name, draws in output.items():
+        _expect_no_draws(_generate_words(case, "temperature=0") + f" ({name})", draws,
+                         "temperature=0 is greedy and draws nothing (the argmax of the last logits); in evaluation "
+                         "mode no Dropout draws either")
 
 
 @check(task="13.11", points=2, inputs=_gpt_case(steps=True), examples=10,
