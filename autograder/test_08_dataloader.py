@@ -502,7 +502,8 @@ def _(case, output):
 
 @check(task="08.4", points=1, inputs=_seeded,
        describe=lambda case: f"RandomSampler(range({case['n']}), generator=np.random.default_rng(s)) for s = "
-                             f"{case['seed']}, {case['seed']} and {case['seed'] + 1}, after tt.manual_seed(0), 1 and 2, "
+                             f"{case['seed']}, {case['seed']} and {case['seed'] + 1}, after tt.manual_seed(0), 1 and "
+                             f"2, "
                              f"then tt.randn(4)")
 def random_sampler_draws_from_its_generator(tt, case):
     orders = {}
@@ -636,7 +637,8 @@ def batch_sampler_with_a_bad_batch_size_raises(tt, case):
 
 
 batch_sampler_with_a_bad_batch_size_raises.verdict(lambda case, output: expect_error(
-    f"BatchSampler(range(10), batch_size={case['size']}, drop_last=False)", output, "ValueError", ("batch_size", "batch size")))
+    f"BatchSampler(range(10), batch_size={case['size']}, drop_last=False)", output, "ValueError",
+    ("batch_size", "batch size")))
 
 # ---------------------------------------------------------------------------------------------------
 # 08.6 DataLoader: samplers and length
@@ -713,8 +715,8 @@ dataloader_keeps_its_pipeline.expected(lambda case: {
        describe=lambda case: f"DataLoader(a dataset of 5 items, {case['how']})")
 def dataloader_with_contradicting_options_raises(tt, case):
     dataset = _Labels(5)
-    options = ({"shuffle": True, "sampler": tt.utils.data.SequentialSampler(dataset)} if case["how"].startswith("shuffle")
-               else {"batch_size": 0})
+    options = ({"shuffle": True, "sampler": tt.utils.data.SequentialSampler(dataset)}
+               if case["how"].startswith("shuffle") else {"batch_size": 0})
     return capture_error(lambda: tt.utils.data.DataLoader(dataset, **options))
 
 
@@ -764,7 +766,8 @@ def _shuffled_words(case):
 
 @check(task="08.7", points=2, inputs=_shuffled,
        describe=lambda case: f"two epochs of {_shuffled_words(case)} after tt.manual_seed({case['seed']}), then one "
-                             f"more after tt.manual_seed({case['seed']}) and one after tt.manual_seed({case['seed'] + 1})")
+                             f"more after tt.manual_seed({case['seed']}) and one after "
+                             f"tt.manual_seed({case['seed'] + 1})")
 def dataloader_shuffled_visits_every_item_once_per_epoch(tt, case):
     loader = tt.utils.data.DataLoader(_Labels(case["n"]), batch_size=case["batch_size"], shuffle=True,
                                       drop_last=case["drop_last"])
@@ -916,10 +919,10 @@ def normalize_rejects_what_it_cannot_normalize(tt, case):
 def _(case, output):
     c = case["channels"]
     expect_error(f"Normalize([0.5] * {c}, [0.5] * {c}) of uint8 images", output["uint8 images"], "TypeError")
-    expect_error(f"Normalize([0.5] * {c + 1}, [0.5] * {c}) of images with {c} channels", output["a mean of c + 1 values"],
-                 "ValueError")
-    expect_error(f"Normalize([0.5] * {c}, [0.5] * {c + 1}) of images with {c} channels", output["a std of c + 1 values"],
-                 "ValueError")
+    expect_error(f"Normalize([0.5] * {c + 1}, [0.5] * {c}) of images with {c} channels",
+                 output["a mean of c + 1 values"], "ValueError")
+    expect_error(f"Normalize([0.5] * {c}, [0.5] * {c + 1}) of images with {c} channels",
+                 output["a std of c + 1 values"], "ValueError")
     expect_error("Normalize with a std holding a zero", output["a zero std"], "ValueError")
 
 # ---------------------------------------------------------------------------------------------------
@@ -949,8 +952,8 @@ def flip_gives_each_image_or_its_mirror(tt, case):
 
 @flip_gives_each_image_or_its_mirror.verdict
 def _(case, output):
-    x, what = case["x"], (f"RandomHorizontalFlip(p={case['p']}) of {case['form']} images of shape {case['x'].shape} and "
-                          f"dtype {case['x'].dtype}")
+    x, what = case["x"], (f"RandomHorizontalFlip(p={case['p']}) of {case['form']} images of shape {case['x'].shape} "
+                          f"and dtype {case['x'].dtype}")
     _expect_unchanged(what, _images_given(case), output["afterwards"], _FLIP_ADVICE)
     got = output["array"]
     wanted = "Tensor" if case["form"] == "Tensor" else "ndarray"
@@ -1089,9 +1092,10 @@ def _(case, output):
 
 
 @check(task="08.10", points=1, examples=10, inputs=st.fixed_dictionaries({
-           "image": arrays((1, 3, 4), np.float32, 1, 2), "padding": st.integers(1, 2), "seed": st.integers(0, 2 ** 16)}),
-       describe=lambda case: f"RandomCrop((3, 4), padding={case['padding']}) of 300 copies of one image (1, 3, 4) after "
-                             f"tt.manual_seed({case['seed']})")
+           "image": arrays((1, 3, 4), np.float32, 1, 2), "padding": st.integers(1, 2),
+           "seed": st.integers(0, 2 ** 16)}),
+       describe=lambda case: f"RandomCrop((3, 4), padding={case['padding']}) of 300 copies of one image (1, 3, 4) "
+                             f"after tt.manual_seed({case['seed']})")
 def crop_places_cover_every_position(tt, case):
     tt.manual_seed(case["seed"])
     crop, batch = tt.transforms.RandomCrop((3, 4), padding=case["padding"]), np.repeat(case["image"][None], 300, axis=0)
