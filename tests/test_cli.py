@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 
 import nbformat
 import pytest
@@ -153,6 +155,17 @@ def test_status_lists_every_stage(shared_course):
     assert run.code == 0
     for stage in stage_numbers():
         assert f"{stage}_" in run.stdout
+
+
+def test_status_marks_a_last_score_stale_once_a_notebook_it_graded_changed(course):
+    assert tito(course, "test", FIRST).code == 1
+    fresh = tito(course, "status")
+    assert fresh.code == 0 and "0/" in fresh.stdout and "stale" not in fresh.stdout
+    notebook = next((course / "modules").glob(f"{FIRST}_*/*.ipynb"))
+    later = time.time() + 5
+    os.utime(notebook, (later, later))
+    stale = tito(course, "status")
+    assert stale.code == 0 and "stale" in stale.stdout.replace("\n", " ")
 
 
 def test_export_without_a_stage_is_a_usage_error(course):

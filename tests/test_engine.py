@@ -337,3 +337,13 @@ def test_the_sandbox_works_where_it_is_required():
     """CI installs bubblewrap: official grading must then be able to box a runner from this checkout (a
     virtual environment under /tmp once hid itself behind the box's private /tmp)."""
     assert sandbox.bwrap_available()
+
+
+def test_a_long_failure_message_keeps_its_summary_at_the_end():
+    """A verdict's summary stands last ("N of M values wrong, the first at index ...: expected ... but got
+    ..."); a message over the length kept loses its middle, never its end."""
+    summary = "(3 of 12 values wrong, the first at index (0, 2): expected 1.0 but got 2.0)"
+    message = "layer(x) for x of shape (4, 3): expected " + "[1.0, 2.0, 3.0] " * 80 + summary
+    kept = engine._head_and_tail(message, 600)
+    assert len(kept) <= 600 and kept.endswith(summary) and kept.startswith("layer(x) for x of shape (4, 3)")
+    assert engine._head_and_tail(summary, 600) == summary

@@ -274,6 +274,15 @@ def _text(value: Any, limit: int = 300) -> str:
     return str(value)[:limit]
 
 
+def _head_and_tail(text: str, limit: int) -> str:
+    """`text` within `limit` characters, keeping its start and its end: a verdict's summary ("3 of 12 values
+    wrong, the first at index (0, 2): expected 1.0 but got 2.0") stands last, after the arrays."""
+    if len(text) <= limit:
+        return text
+    tail = limit // 2
+    return f"{text[:limit - tail - 3]} … {text[-tail:]}"
+
+
 class _Conversation:
     """One box and the requests sent to it, numbered: a reply counts only for the request in flight."""
 
@@ -581,8 +590,8 @@ def _judge_check(plan: Plan, check: Check, report: Report) -> CheckResult:
             check.judge(case, output, expected)
         except checklib.CheckFailed as failure:
             public = failure.public or f"{what}: the result is wrong"
-            return result(_text(failure, 600), confine(public, what, plan.known_words | set(_WORDS.findall(
-                f"{what} {check.doc}"))))
+            known = plan.known_words | set(_WORDS.findall(f"{what} {check.doc}"))
+            return result(_head_and_tail(str(failure), 600), confine(public, what, known))
         except Exception as error:  # the output had a form the judge cannot read: the student's result
             return result(f"{what}: the result does not have the expected form ({type(error).__name__}: "
                           f"{_text(str(error), 200)})", f"{what}: the result does not have the expected form")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from tito import console
 from tito.errors import TitoError
@@ -25,9 +26,24 @@ def status() -> int:
         if saved.is_file():
             last = json.loads(saved.read_text(encoding="utf-8"))
             score = f"{last['score']:g}/{last['max_score']:g}"
+            changed = _changed_since(root, stage, saved.stat().st_mtime)
+            if changed:
+                score += " stale"
+                problems.append(f"the last score is stale: {changed} changed after it; "
+                                f"run `tito test {stage.number}` again")
         table.add_row(stage.name, notebook, done, score, "; ".join(problems))
     console.out.print(table)
     return 0
+
+
+def _changed_since(root: Path, last: Stage, when: float) -> str:
+    """The first notebook of stages 01..last (the package graded) changed after `when`, as "01_tensor", or ""."""
+    for stage in stages(root):
+        if stage.number > last.number:
+            break
+        if stage.notebook.is_file() and stage.notebook.stat().st_mtime > when:
+            return stage.name if stage.number != last.number else "the notebook"
+    return ""
 
 
 def _row(stage: Stage) -> tuple[str, str, list[str]]:
