@@ -206,6 +206,26 @@ def test_a_task_in_a_cell_with_a_syntax_error_or_a_deleted_region_is_not_done_an
 # --- 4. a line that raises on import is traced back to its cell --------------------------------------
 
 
+def test_a_syntax_error_in_one_task_costs_that_task_and_not_the_given_code_of_its_cell(course, capsys):
+    """02.8's region shares its cell with given code that 02.1 and 02.4 use: a half-typed line in it costs
+    02.8 (and what builds on it), not them; the student is told which task's code was left out."""
+    tensor, autograd = first_two(course)
+    fill(tensor.notebook, tensor.source)
+    fill(autograd.notebook, autograd.source)
+    document = nbformat.read(autograd.notebook, as_version=4)
+    index = next(i for i, cell in enumerate(document.cells) if "### BEGIN YOUR SOLUTION (Task 02.8)" in cell.source)
+    edit_cell(autograd.notebook, index, lambda text: text.replace(
+        "### BEGIN YOUR SOLUTION (Task 02.8)\n", "### BEGIN YOUR SOLUTION (Task 02.8)\n        a, b = (ctx.saved\n", 1))
+    code, out, err = tito(capsys, "test", "02", "--json")
+    result = json.loads(out)
+    lost = {t["task"] for t in result["tests"] if not t["passed"]}
+    assert "02.8" in lost and not lost & {"02.1", "02.4"}, lost
+    assert "02.8 Mul.backward is in a cell with a syntax error" in " ".join(result["notes"])
+    assert "Task 02.8: '(' was never closed" in flat(err) and "the rest of the cell exported" in flat(err)
+    eight = next(t for t in result["tests"] if t["task"] == "02.8")
+    assert "was never closed" in eight["message"] and "fix the syntax error" in eight["message"]
+
+
 def test_an_error_at_import_names_the_notebook_cell_and_line_once_above_the_table_and_in_the_score(course, capsys):
     one, _ = first_two(course)
     document = nbformat.read(one.notebook, as_version=4)

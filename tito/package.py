@@ -193,6 +193,8 @@ def _module_code(origin: str, cells: list[ExportedCell], broken: list[str],
                 f"{origin}, cell {cell.number} (the code cell starting `{_first_code_line(cell.code)}`): "
                 f"{error.msg}{at}; this cell was left out of the package")
             continue
+        broken += [f"{origin}, cell {cell.number} (the code cell starting `{_first_code_line(cell.code)}`): "
+                   f"{said}; that task's code was left out, the rest of the cell exported" for said in cell.stubbed]
         body = cell.code.strip("\n")
         leading = len(cell.code) - len(cell.code.lstrip("\n"))  # blank lines dropped above the code
         part = f"#| export {cell.namespace}".rstrip() + "\n" + body + "\n"

@@ -230,7 +230,9 @@ def progress(stage: Stage, notebook: Any) -> Progress:
         try:
             compile(strip_markers(cell.source), f"cell {number}", "exec")
         except SyntaxError:
-            for task in dict.fromkeys(held):
+            _, stubbed = stub_broken_regions(cell.source)  # only the tasks whose region was stubbed
+            named = [said.split(":")[0].removeprefix("Task ") for said in stubbed if said.startswith("Task ")]
+            for task in dict.fromkeys(named or held):
                 broken.setdefault(task, []).append(number)
             continue
         for match in STUB_RAISE.finditer(cell.source):
@@ -365,6 +367,59 @@ class ExportedCell(NamedTuple):
     code: str  # without markers and directives
     namespace: str
     lines: list[int]  # the cell's own number (from 1) of each line of `code`
+    stubbed: tuple[str, ...] = ()  # "Task 02.8: '(' was never closed (line 14 of the cell)", per region stubbed
+
+
+def stub_broken_regions(source: str) -> tuple[str, tuple[str, ...]]:
+    """A cell whose own code does not compile because of a student's region: that region (only that one)
+    becomes the stub again, with the error as its message, so the given code around it, which other tasks
+    use, is still exported. (source, what was stubbed); the source unchanged when the error is elsewhere."""
+    original = source.splitlines()
+    lines = list(original)
+    stubbed: dict[int, str] = {}  # line of the region's BEGIN -> what was said
+    while _syntax_error(lines) is not None:
+        error, at = _syntax_error(lines)  # type: ignore[misc]
+        region = _student_region(lines, at)
+        if region is None or region[0] in stubbed:
+            return source, ()  # the error is in given code: the cell stays out, as it is
+        begin, end, task, indent = region
+        stubbed[begin] = f"{f'Task {task}: ' if task else ''}{error.msg} (line {at} of the cell)"
+        stub = f"{indent}raise NotImplementedError({stubbed[begin] + '; fix the syntax error'!r})"
+        lines[begin:end - 1] = [stub] + [""] * (end - begin - 2)
+    for begin in list(stubbed):  # an error reported past its region can stub an innocent one: give it back
+        end = _student_region(lines, begin + 1)[1]  # type: ignore[index]
+        trial = lines[:begin] + original[begin:end - 1] + lines[end - 1:]
+        if _syntax_error(trial) is None:
+            lines = trial
+            del stubbed[begin]
+    return ("\n".join(lines), tuple(stubbed.values())) if stubbed else (source, ())
+
+
+def _syntax_error(lines: list[str]) -> tuple[SyntaxError, int] | None:
+    """The syntax error of a cell's code as exported, and the line of the cell it names (0 if none)."""
+    kept = kept_lines("\n".join(lines))
+    try:
+        compile("\n".join(lines[number - 1] for number in kept), "cell", "exec")
+    except SyntaxError as error:
+        return error, kept[error.lineno - 1] if error.lineno and 0 < error.lineno <= len(kept) else 0
+    return None
+
+
+# a student region's start, with its task or (in notebooks nbgrader released) without
+ANY_STUDENT_BEGIN = re.compile(r"^\s*### BEGIN YOUR SOLUTION(?: \(Task (?P<task>\d\d\.\d+)\))?\s*$")
+
+
+def _student_region(lines: list[str], at: int) -> tuple[int, int, str, str] | None:
+    """(line of BEGIN, line of END, task or "", indent) of the student region holding line `at` (from 1)."""
+    begin: tuple[int, str, str] | None = None
+    for number, line in enumerate(lines, start=1):
+        if match := ANY_STUDENT_BEGIN.match(line):
+            begin = (number, match["task"] or "", line[:len(line) - len(line.lstrip())])
+        elif begin and END_STUDENT.match(line):
+            if begin[0] < at < number:
+                return begin[0], number, begin[1], begin[2]
+            begin = None
+    return None
 
 
 def exported_cells(notebook: Any, where: str = "the notebook") -> list[ExportedCell]:
@@ -378,5 +433,6 @@ def exported_cells(notebook: Any, where: str = "the notebook") -> list[ExportedC
         if namespace and not NAMESPACE.fullmatch(namespace):
             raise TitoError(f"{where}, cell {index}: `#| export {namespace}` does not name a namespace like "
                             f"nn or nn.functional; restore the cell's first line")
-        cells.append(ExportedCell(index, strip_markers(cell.source), namespace, kept_lines(cell.source)))
+        source, stubbed = stub_broken_regions(cell.source)
+        cells.append(ExportedCell(index, strip_markers(source), namespace, kept_lines(source), stubbed))
     return cells
