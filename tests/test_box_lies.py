@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import os
 import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -378,6 +379,35 @@ def test_the_parent_bounds_what_it_parses_from_one_reply():
     assert engine.parse_record(b'{"x": [' + b",".join([nested] * (engine.MAX_RECORD_VALUES // 60)) + b"]}") is None
     text = '{"a": "' + "[,:" * 300_000 + '"}'  # brackets inside a string are not values
     assert engine.parse_record(text.encode()) == {"a": "[,:" * 300_000}
+
+
+def test_reading_a_reply_costs_time_in_proportion_to_its_size_whatever_its_quotes(tmp_path):
+    """Escaped quotes in a string that never closes made the string-skipping pattern start again at each one
+    (500,000 pairs held the grader for minutes): the scan removes escapes first, as the notebook scan does."""
+    script = ("import sys; from tito import engine\n"
+              "for unit in (b'\\\\\"', b'\\\\\\\\', b'\"\\\\\"'):\n"
+              "    engine.parse_record(b'{\"x\":\"' + unit * 1_000_000)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def test_keys_and_parts_no_runner_writes_carry_nothing_out(stage, tmp_path):
+    """A record forged by the package: text as a dict's key (the scrub read values only), and parts a runner
+    never writes (kept, they cost memory and reached the scrub's list)."""
+    secret = base64.b64encode(SUITE.encode()).decode()[:300]
+    code = f'''
+import json, os, sys
+forged = {{"import_error": {{{secret!r}: 0}}, "where": {{{secret!r}: 1}}}}
+os.write(int(sys.argv[3]), (json.dumps(forged) + "\\n").encode())
+os._exit(0)
+'''
+    result = grade(stage, tmp_path, code)
+    public = " ".join([*result.public_notes, *(t.public for t in result.tests)])
+    assert result.score == 0 and secret[:40] not in public
+    for start in range(0, len(secret) - engine.SCRUB_WINDOW, 7):
+        assert secret[start:start + engine.SCRUB_WINDOW] not in public
+    reply = b'{"n": 1, "outcome": {"output": 1, "pad": "' + b"x" * 1000 + b'", "error": {"k": 1}}}'
+    assert engine.read_outcome(reply) == {"output": 1}
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not sandbox.bwrap_available(), reason="needs root and bubblewrap")

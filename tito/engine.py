@@ -223,7 +223,7 @@ class Report:
 IMPORT_ENDINGS = {"import_error", "import_timeout", "tampered"}
 MAX_RECORD_VALUES = 200_000  # JSON values in one reply: a check's outputs are arrays, sent as strings
 MAX_RECORD_DEPTH = 64
-_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_STRING = re.compile(rb'"[^"]*"')  # once no quote is escaped: linear, whatever the line holds
 _BRACKETS = re.compile(rb"[\[\]{}]")
 
 
@@ -231,7 +231,7 @@ def parse_record(line: bytes) -> dict | None:
     """One line from a box as a dict, or None. What is parsed is bounded before it is parsed: the number of
     values and the nesting, counted with the strings' contents skipped, so no line costs this process more
     than a small multiple of its size."""
-    skeleton = _STRINGS.sub(b'""', line)
+    skeleton = _STRING.sub(b'""', line.replace(b"\\\\", b"").replace(b'\\"', b""))
     if sum(skeleton.count(token) for token in (b",", b":", b"[", b"{")) > MAX_RECORD_VALUES:  # every container too
         return None
     depth = deepest = 0
@@ -247,11 +247,18 @@ def parse_record(line: bytes) -> dict | None:
     return record if isinstance(record, dict) else None
 
 
+OUTCOME_KEYS = ("output", "stub", "error", "where", "timeout", "unsendable")  # what a runner's outcome holds
+
+
 def read_outcome(reply: bytes) -> dict:
-    """The outcome a kept reply carries ({} for one without a dict): parsed again, within parse_record's bounds."""
+    """The outcome a kept reply carries ({} for one without a dict), parsed again within parse_record's bounds;
+    of its parts only those a runner writes, and of those only strings but the output."""
     record = parse_record(reply) or {}
     found = record.get("outcome")
-    return found if isinstance(found, dict) else {}
+    if not isinstance(found, dict):
+        return {}
+    return {key: value for key, value in found.items() if key in OUTCOME_KEYS and (
+        key == "output" or isinstance(value, str))}
 
 
 def _ending(why: str, limits: sandbox.Limits, returncode: int | None) -> str:
@@ -573,8 +580,8 @@ def _judge_check(plan: Plan, check: Check, report: Report) -> CheckResult:
         if index >= len(outcomes):
             return result(f"{what}: did not finish ({report.stopped.get(check.name, 'the run ended')})")
         outcome = read_outcome(outcomes[index])
-        said += box_strings({key: _after_name(value) if key in ("error", "stub") else value
-                             for key, value in outcome.items() if key != "where"})
+        said[len(report.said):] = box_strings({key: _after_name(value) if key in ("error", "stub") else value
+                                               for key, value in outcome.items() if key != "where"})
         sentences = _failure(check, what, outcome, report.package, {c.task for c in plan.checks})
         if sentences is not None:
             return result(*sentences)
@@ -683,7 +690,7 @@ def box_strings(value: Any) -> list[str]:
         if isinstance(item, str):
             found.append(item)
         elif isinstance(item, dict):
-            pending += [v for k, v in item.items() if k not in ("__ndarray__", "dtype")]
+            pending += [v for k, v in item.items() if k not in ("__ndarray__", "dtype")] + list(item)
         elif isinstance(item, (list, tuple)):
             pending += list(item)
     return found

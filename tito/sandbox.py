@@ -299,7 +299,7 @@ ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp", "PYTHONHASHSE
        "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-MAX_LINE_BYTES = 16 << 20  # one reply of the runner: the largest output of a check is a few MiB
+MAX_LINE_BYTES = 8 << 20  # one reply of the runner: the largest honest one is 2.6 MiB (04)
 CPU_GRACE = 2.0  # seconds of CPU past a budget before the parent stops the box (the runner's own timer is first)
 
 

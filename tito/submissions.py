@@ -89,7 +89,8 @@ def find(where: Path, stages: Collection[str]) -> dict[str, Submission]:
         entries = _student_entries(where, descriptor)
         if not entries:
             raise TitoError(f"{where} holds no submissions (expected one notebook, zip or folder per student)")
-        return {student: _read_submission(student, entry, descriptor, stages) for student, entry in entries.items()}
+        return {student: _claimed_twice(student, entry) if isinstance(entry, list) else
+                _read_submission(student, entry, descriptor, stages) for student, entry in entries.items()}
     finally:
         os.close(descriptor)
 
@@ -108,23 +109,32 @@ def feedback_filename(student: str) -> str:
     return safe + ".md"
 
 
-def _student_entries(where: Path, descriptor: int) -> dict[str, os.DirEntry]:
-    """The entry of each student: refuses two entries for one student rather than merge or drop either."""
+def _student_entries(where: Path, descriptor: int) -> dict[str, os.DirEntry | list[os.DirEntry]]:
+    """The entry of each student, or the entries when several claim one id: neither merged nor either
+    chosen (a classmate can name a zip after someone else's folder), that id alone is a graded 0 with a
+    note naming them all, for the instructor to decide."""
     try:
         with os.scandir(descriptor) as listing:
             entries = sorted(listing, key=lambda entry: entry.name)
     except OSError as error:
         raise TitoError(f"cannot list {where}: {error.strerror}") from error
-    found: dict[str, os.DirEntry] = {}
+    found: dict[str, os.DirEntry | list[os.DirEntry]] = {}
     for entry in entries:
         student = _student_of(entry)
         if student is None:
             continue
         if student in found:
-            raise TitoError(f"{printable(found[student].name)} and {printable(entry.name)} in {where} are both "
-                            f"submissions of {printable(student)}: keep one of them and grade again")
-        found[student] = entry
+            earlier = found[student]
+            found[student] = [*(earlier if isinstance(earlier, list) else [earlier]), entry]
+        else:
+            found[student] = entry
     return found
+
+
+def _claimed_twice(student: str, entries: list[os.DirEntry]) -> Submission:
+    names = " and ".join(_shown(entry.name) for entry in entries)
+    return Submission(student, {}, [f"{names} are all submissions of {printable(student)}: none was graded; keep "
+                                    f"the one that is theirs (rename or remove the others) and grade again"])
 
 
 def _leads_to_folder(link: os.DirEntry) -> bool:
