@@ -891,6 +891,27 @@ def _(case):
     return {"Dropout(p=0)(x)": case["x"], "Dropout(p=1)(x)": zeros, "x.grad after Dropout(p=1)(x).backward(g)": zeros}
 
 
+@check(task="04.10", points=1, guard=True, inputs=shapes(min_dims=1, max_dims=3).map(lambda shape: {"shape": shape}),
+       describe=lambda case: f"x = tt.randn{case['shape']}; tt.manual_seed(1); Dropout(p=0)(x) in training mode, "
+                             f"then tt.randn(8): against tt.randn(8) right after tt.manual_seed(1)")
+def dropout_p0_returns_its_input_and_draws_nothing(tt, case):
+    x = tt.randn(*case["shape"])
+    tt.manual_seed(1)
+    y = tt.nn.Dropout(p=0.0).train()(x)
+    return {"x": x.numpy(), "y": y.numpy(), "drawn after it": tt.randn(8).numpy(),
+            "drawn without it": (tt.manual_seed(1), tt.randn(8).numpy())[1]}
+
+
+@dropout_p0_returns_its_input_and_draws_nothing.verdict
+def _(case, output):
+    same = np.array_equal(output["x"], output["y"])
+    if not same or not np.array_equal(output["drawn after it"], output["drawn without it"]):
+        sentence = (f"Dropout(p=0) in training mode on x of shape {case['shape']} "
+                    f"{'drew random numbers' if same else 'changed x'}: return the input as it is when p is 0, "
+                    f"before drawing a mask")
+        raise CheckFailed(sentence, sentence)
+
+
 _DROPOUT_PS = [-0.5, -1e-3, 1.0001, 2.0, -3, 0.0, 1.0]
 
 

@@ -470,8 +470,8 @@ def mlp_without_dropout_draws_no_random_numbers(tt, case):
 @mlp_without_dropout_draws_no_random_numbers.verdict
 def _(case, output):
     _expect_no_draws(f"MLP({case['C']}) with dropout=0.0 in training mode, on x of shape {case['x'].shape},", output,
-                     "a Dropout of p = 0 changes nothing but still draws a mask, so call self.dropout only when its "
-                     "p is not 0")
+                     "a Dropout of p = 0 must return its input and draw nothing (task 04.10: return x when p is 0); "
+                     "an MLP calling self.dropout then draws nothing")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -907,8 +907,8 @@ def gpt_forward_without_dropout_draws_no_random_numbers(tt, case):
 @gpt_forward_without_dropout_draws_no_random_numbers.verdict
 def _(case, output):
     _expect_no_draws(_gpt_words(case) + " with dropout=0.0 in training mode", output,
-                     "a Dropout of p = 0 changes nothing but still draws a mask, so call self.drop only when its p is "
-                     "not 0 (when 13.4's mlp_without_dropout_draws_no_random_numbers fails too, the draws are MLP's)")
+                     "a Dropout of p = 0 must return its input and draw nothing (task 04.10); when 13.4's "
+                     "mlp_without_dropout_draws_no_random_numbers fails too, the draws are Dropout's or MLP's")
 
 
 # ---------------------------------------------------------------------------------------------------

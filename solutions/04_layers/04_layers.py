@@ -1132,7 +1132,9 @@ assert repr(ModuleList([Scale(2), Scale(2)])) == "ModuleList(\n  (0-1): 2 x Scal
 #   Autograd does the rest: the gradient is `grad_output · m / (1 − p)`, exactly the forward's mask
 #   (a dropped activation passes no gradient back).
 # - `p = 1` drops everything: `scale` is all zeros (do not divide by 1 − p = 0: that gives NaN). `p = 0`
-#   keeps everything, and the formula already gives the identity.
+#   keeps everything: return the input as it is and draw nothing (a mask of ones would be a pass over
+#   memory and random numbers for nothing, and would move every later draw), so a model built with
+#   `dropout=0.0` can call its dropout layers unconditionally, as PyTorch's models do.
 # - In `__init__`, a `p` outside [0, 1] is a `ValueError` in PyTorch's words: `dropout probability has
 #   to be between 0 and 1, but got 1.5`. Store `p` as given.
 # - `extra_repr()` (given) is `p=0.5, inplace=False` (PyTorch's `inplace` option: accepted, shown, never
@@ -1155,7 +1157,7 @@ class Dropout(Module):
     def forward(self, input) -> Tensor:
         ### BEGIN SOLUTION 04.10 Dropout
         x = as_tensor(input)
-        if not self.training:
+        if not self.training or self.p == 0:
             return x
         if self.p == 1:
             scale = np.zeros(x.shape, dtype=x.dtype)

@@ -310,8 +310,8 @@ except ValueError as error:
 # where most of a transformer's parameters are: 8·n² of the block's 12·n².
 #
 # `MLP(n_embd, dropout=0.0, bias=True)`: create `c_fc`, `c_proj` (both with `bias`) and `dropout =
-# Dropout(dropout)` in that order. In the forward, call the dropout only when its `p` is not 0: a
-# Dropout of 0 in training mode still draws a mask, a pass over memory and random numbers for nothing.
+# Dropout(dropout)` in that order. (A Dropout of 0 returns its input and draws nothing, 04.10, so the
+# forward calls it whatever its `p`.)
 
 # %%
 #| export models
@@ -329,7 +329,7 @@ class MLP(Module):
     def forward(self, x) -> Tensor:
         ### BEGIN SOLUTION 13.4 MLP
         x = self.c_proj(gelu(self.c_fc(x)))
-        return self.dropout(x) if self.dropout.p else x
+        return self.dropout(x)
         ### END SOLUTION
 
 # %% [markdown]
@@ -357,7 +357,7 @@ assert np.allclose(mlp(x).data, hidden @ mlp.c_proj.weight.data.T + mlp.c_proj.b
 #
 # - `c_attn = Linear(n_embd, 3·n_embd)`: q, k and v of every position in one product, side by side in
 #   the last axis; `c_proj = Linear(n_embd, n_embd)`, the output projection; `resid_dropout =
-#   Dropout(dropout)` (used only when its `p` is not 0); and `n_head`, `n_embd` (an `n_embd` that
+#   Dropout(dropout)`; and `n_head`, `n_embd` (an `n_embd` that
 #   `n_head` does not divide is a `ValueError` naming both);
 # - `_qkv(x)`: `(B, T, C)` → q, k, v, each `(B, H, T, D)` with D = C / H, all views of the projection:
 #   reshape `(B, T, 3C)` to `(B, T, 3, H, D)`, permute to `(3, B, H, T, D)` (a view) and index `[0]`,
@@ -400,7 +400,7 @@ class CausalSelfAttention(Module):
         else:
             out = cache.attend(q, k, v)
         out = self.c_proj(_merge_heads(out))
-        return self.resid_dropout(out) if self.resid_dropout.p else out
+        return self.resid_dropout(out)
 
 # %% [markdown]
 # Test 13.5: against multi-head attention in numpy, and causality.
@@ -636,7 +636,7 @@ assert _sample(scores, 1.0, None, np.random.default_rng(7)).tolist() == \
 # |---|---|
 # | `wte = Embedding(vocab_size, n_embd)` | the token embedding (11) |
 # | `wpe = Embedding(block_size, n_embd)` | a learned vector per position 0..block_size − 1 |
-# | `drop = Dropout(dropout)` | on the sum of the two (used only when its `p` is not 0) |
+# | `drop = Dropout(dropout)` | on the sum of the two |
 # | `h = ModuleList(n_layer × TransformerBlock)` | the stack |
 # | `ln_f = LayerNorm(n_embd)` | the final normalisation |
 # | `lm_head = Linear(n_embd, vocab_size, bias=False)` | back to the vocabulary |
@@ -696,8 +696,7 @@ class GPT(Module):
             raise ValueError(f"GPT: expected idx of shape (B, T) with T at most block_size ({self.block_size}) "
                              f"after {start} cached tokens, got shape {idx.shape}")
         x = self.wte(idx) + self.wpe(np.arange(start, start + length))
-        if self.drop.p:
-            x = self.drop(x)
+        x = self.drop(x)
         for index, block in enumerate(self.h):
             x = block(x, None if caches is None else caches[index])
         logits = self.lm_head(self.ln_f(x))
@@ -746,7 +745,7 @@ class GPT(Module):
 # 1. x = `wte(idx) + wpe(positions)`, positions `0, 1, ..., T − 1` (`np.arange`; with `caches`, the new
 #    tokens stand after the cached ones: positions start at `caches[0].length`, and the check above
 #    counts those too); `(B, T, C) + (T, C)` broadcasts;
-# 2. dropout, only when `drop.p` is not 0;
+# 2. dropout (`drop`);
 # 3. every block in turn (block i gets `caches[i]`, or `None`);
 # 4. `ln_f`, then `lm_head`: logits `(B, T, vocab_size)`.
 #
