@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from judging import judge, stopped
+from judging import judge, keep_freed_memory, stopped
 from threadpoolctl import threadpool_limits
 
 import tinytorch as tt
@@ -114,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     options.add_argument("--epochs", type=int, default=None, help="default: the epochs the target is judged after")
     options.add_argument("--seed", type=int, default=0)
     args = options.parse_args(argv)
+    keep_freed_memory()
     name, judged, target, pytorch = SETS[args.dataset]
     epochs = judged if args.epochs is None else args.epochs
 

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from judging import judge, stopped
+from judging import judge, keep_freed_memory, stopped
 from threadpoolctl import threadpool_limits
 
 import tinytorch as tt
@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     options.add_argument("--steps", type=int, default=STEPS)
     options.add_argument("--seed", type=int, default=0)
     args = options.parse_args(argv)
+    keep_freed_memory()
 
     folder = Path(".tito") / "milestones"
     folder.mkdir(parents=True, exist_ok=True)

@@ -191,6 +191,20 @@ def test_a_budget_the_box_disarms_is_still_kept_by_the_parent(stage, tmp_path, s
     assert time.monotonic() - started < 3 * 60, "the parent stopped the box within the check's budgets"
 
 
+@pytest.mark.skipif(not sandbox.bwrap_available() or not sandbox.cgroups_available(),
+                    reason="needs bubblewrap and cgroups")
+def test_cpu_of_children_the_kernel_reaps_at_once_is_counted_in_the_sandbox(stage, tmp_path):
+    """With SIGCHLD ignored the kernel reaps each child as it ends, and no process's times hold its CPU any
+    more; the box's cgroup (v2's cpu.stat, v1's cpuacct) still counts it."""
+    spin = ("def spin(n):\n    import os, signal\n    signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"
+            "    for _ in range(8):\n        if os.fork() == 0:\n            _disarm()\n"
+            "            end = time.process_time() + 1.5\n            while time.process_time() < end:\n"
+            "                pass\n            os._exit(0)\n        time.sleep(1.6)\n    return n\n")
+    found = verdicts(grade(stage, tmp_path, GOOD + "import time\n" + DISARMS_THE_TIMERS + spin, isolation="bwrap"))
+    assert not found["spins"][0] and "counted by the grader" in found["spins"][1], found["spins"]
+    assert found["after"][0] and found["sums_columns_fast"][0]
+
+
 def test_how_often_the_runner_restarts_is_the_parents_count(stage, tmp_path):
     marks = tmp_path / "starts"
     marks.mkdir()

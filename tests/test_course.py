@@ -695,5 +695,16 @@ def test_one_huge_message_never_reaches_nbgrader_and_ends_the_execution():
     huge, notebook = execute_for_feedback("print('hello')", "print('h' * 300_000_000)", "print('after')")
     assert time.monotonic() - started < 60
     assert huge <= honest + (256 << 20), (honest >> 20, huge >> 20)
-    assert "larger than 4 MiB" in notebook.cells[1].outputs[-1].evalue
+    assert "larger than 1 MiB" in notebook.cells[1].outputs[-1].evalue
     assert notebook.cells[2].outputs == []
+
+
+def test_frames_just_under_the_cap_that_parse_into_millions_of_objects_keep_nbgrader_small():
+    """Each frame is parsed by jupyter_client before any output cap counts it: JSON of empty lists costs
+    some 20 times its size as objects, so the frame cap is what bounds it."""
+    honest, _ = execute_for_feedback("print('hello')")
+    flood = ("from IPython.display import display\n"
+             "for _ in range(40):\n"
+             "    display({'application/json': {'x': [[]] * 1_300_000}}, raw=True)\n")
+    peak, _ = execute_for_feedback("print('hello')", flood, "print('after')")
+    assert peak <= honest + (256 << 20), (honest >> 20, peak >> 20)

@@ -91,7 +91,9 @@ class SkipLearnerCells(NbGraderPreprocessor):
 CELL_OUTPUT = 2 << 20
 NOTEBOOK_OUTPUT = 8 << 20
 OUTPUT_OVERHEAD = 1024
-MESSAGE_BYTES = 4 << 20  # one frame from the kernel: a larger one closes that channel for good (ZMQ_MAXMSGSIZE)
+# one frame from the kernel: a larger one closes that channel for good (ZMQ_MAXMSGSIZE); jupyter_client
+# parses a frame before any cap here counts it, and 1 MiB of JSON of empty lists is some 20 MB of objects
+MESSAGE_BYTES = 1 << 20
 QUEUED_MESSAGES = 4  # received but not yet read; beyond that the kernel's side waits, then drops
 
 

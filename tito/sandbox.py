@@ -188,16 +188,24 @@ class Cgroup:
     def __init__(self, name: str, limits: Limits) -> None:
         self.folders: list[Path] = []
         for controller, settings in _cgroup_settings(limits).items():
-            folder = _cgroup_parent(controller) / name
-            folder.mkdir()
+            try:
+                folder = _cgroup_parent(controller) / name
+                folder.mkdir()
+            except OSError:
+                if controller in OPTIONAL_CONTROLLERS:
+                    continue
+                raise
             self.folders.append(folder)
             for setting, value in settings.items():
                 (folder / setting).write_text(value)
 
     def cpu_seconds(self) -> float | None:
-        """CPU time of every process that was ever in the cgroup (cgroup v2's cpu.stat), or None."""
+        """CPU time of every process that was ever in the cgroup (cgroup v2's cpu.stat, v1's cpuacct.usage),
+        reaped or not, or None."""
         for folder in self.folders:
             try:
+                if (folder / "cpuacct.usage").is_file():
+                    return int((folder / "cpuacct.usage").read_text()) / 1e9
                 for line in (folder / "cpu.stat").read_text().splitlines():
                     if line.startswith("usage_usec "):
                         return int(line.split()[1]) / 1e6
@@ -225,7 +233,10 @@ def _cgroup_settings(limits: Limits) -> dict[str, dict[str, str]]:
         return {"": {"memory.max": str(limits.memory_bytes), "memory.swap.max": "0",
                      "pids.max": str(limits.processes)}}
     return {"memory": {"memory.limit_in_bytes": str(limits.memory_bytes)},
-            "pids": {"pids.max": str(limits.processes)}}
+            "pids": {"pids.max": str(limits.processes)}, "cpuacct": {}}
+
+
+OPTIONAL_CONTROLLERS = {"cpuacct"}  # counts CPU where it can; the /proc count stands in where it cannot
 
 
 def _cgroup_parent(controller: str) -> Path:
