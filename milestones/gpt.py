@@ -12,8 +12,8 @@ loss is the mean cross-entropy over 20 random batches of the last 10%, in nats p
 every 250 steps. PyTorch in exactly this set-up on one thread (benchmarks/gpt_torch.py) reaches a
 validation loss of 1.72 after 1,500 steps; the reference must reach 1.78 or lower.
 
-The run's lines go to .tito/milestones/gpt.log, the curves to gpt.png beside it, and a sample of generated
-text ends the run.
+The run's lines go to .tito/milestones/gpt.log, the curves (the loss of every step, its running mean, and
+the validation loss) to gpt.png beside it, and a sample of generated text ends the run.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 from judging import judge, keep_freed_memory, stopped
+from plotting import plot_batch_losses, pyplot
 from threadpoolctl import threadpool_limits
 
 import tinytorch as tt
@@ -67,14 +68,10 @@ def validation_loss(model, val, rng) -> float:
 
 
 def plot(path: Path, history: dict) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     figure, axis = plt.subplots(figsize=(6, 3.5))
-    axis.plot(history["step"], history["train"], label="training loss (mean since the last point)")
-    axis.plot(history["step"], history["validation"], marker="o", label="validation loss")
+    plot_batch_losses(axis, history["losses"], batch="step")
+    axis.plot(history["step"], history["validation"], color="C1", marker="o", label="validation loss")
     axis.set(xlabel="step", ylabel="cross-entropy (nats per character)", title="GPT on Shakespeare")
     axis.legend()
     figure.tight_layout()
@@ -109,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"GPT: {LAYERS} blocks of width {WIDTH}, {HEADS} heads, context {CONTEXT}, vocabulary {vocab}, "
                 f"{count:,} parameters; AdamW lr 1e-3, batch {BATCH}, {args.steps} steps, seed {args.seed}; "
                 f"{len(train):,} training and {len(val):,} validation characters; BLAS on one thread")
-            history: dict = {"step": [], "train": [], "validation": []}
+            history: dict = {"step": [], "train": [], "validation": [], "losses": []}
             seconds: list[float] = []
             with threadpool_limits(limits=1):
                 for first in range(1, args.steps + 1, EVAL_EVERY):  # one progress bar per stretch of steps
@@ -127,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                         bar(index, last - first + 1, losses[-1])
                     history["step"].append(last)
                     history["train"].append(float(np.mean(losses)))
+                    history["losses"] += losses
                     history["validation"].append(validation_loss(model, val, rng))
                     log(f"step {last}: training loss {history['train'][-1]:.4f}, validation loss "
                         f"{history['validation'][-1]:.4f}, {statistics.median(seconds):.3f} s per step")
