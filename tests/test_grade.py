@@ -1068,7 +1068,7 @@ def test_adversary_loses_exactly_the_checks_of_the_task_it_broke(graded_class, s
 def test_a_package_that_rewrites_the_graders_compute_gets_nothing_and_is_told_why(graded_class):
     result = graded_class.results()[TAMPERS]
     assert result["score"] == 0 and graded_class.rows()[TAMPERS]["status"] == "graded"
-    assert "changed the grader's code (compute_slice.reduction_over_axes)" in graded_class.notes(TAMPERS)
+    assert "changed the grader's code (compute_slice.reduction_over_" in graded_class.notes(TAMPERS)
 
 
 def test_a_busy_loop_costs_only_the_check_it_loops_in(graded_class):

@@ -77,39 +77,3 @@ def test_a_short_gpt_run_reports_its_losses_and_a_sample_but_is_not_judged(share
     assert run.code != 0 and "the gpt milestone has no --dataset option (it takes --epochs, --seed, --steps)" in \
         run.stderr
 
-
-# an array of 16 MiB, made and freed: a fresh mapping (mallinfo2's hblks) under glibc's default threshold,
-# heap memory kept for reuse once keep_freed_memory() has asked for it
-MAPPED = """
-import ctypes, sys
-sys.path[:0] = sys.argv[1:]
-import numpy as np
-import tinytorch
-class Info(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in
-                ("arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split())]
-libc = ctypes.CDLL(None)
-libc.mallinfo2.restype = Info
-def mapped():
-    before = libc.mallinfo2().hblks
-    block = np.ones(2 << 20)
-    now = libc.mallinfo2().hblks
-    del block
-    return now - before
-first = mapped()
-from judging import keep_freed_memory
-keep_freed_memory()
-print(first, mapped())
-"""
-
-
-@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="glibc's allocator")
-def test_importing_tinytorch_leaves_the_allocator_alone_and_the_milestones_tune_it(shared_course):
-    import subprocess
-    import sys
-
-    assert tito(shared_course, "export", "--reference").code == 0
-    done = subprocess.run([sys.executable, "-c", MAPPED, str(shared_course / "build" / "reference"),
-                           str(shared_course / "milestones")], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["1", "0"], "import tinytorch changed the allocator, or the milestones do not"

@@ -367,13 +367,19 @@ class ExportedCell(NamedTuple):
     code: str  # without markers and directives
     namespace: str
     lines: list[int]  # the cell's own number (from 1) of each line of `code`
-    stubbed: tuple[str, ...] = ()  # "Task 02.8: '(' was never closed (line 14 of the cell)", per region stubbed
+    source: str = ""  # the cell as the student wrote it, markers included
+
+
+MAX_REPAIRED_CHARACTERS = 120_000  # the export cap: a longer cell is never compiled
 
 
 def stub_broken_regions(source: str) -> tuple[str, tuple[str, ...]]:
     """A cell whose own code does not compile because of a student's region: that region (only that one)
     becomes the stub again, with the error as its message, so the given code around it, which other tasks
-    use, is still exported. (source, what was stubbed); the source unchanged when the error is elsewhere."""
+    use, is still exported. (source, what was stubbed); the source unchanged when the error is elsewhere, or
+    when the cell is longer than any cell export takes (each try compiles it)."""
+    if len(source) > MAX_REPAIRED_CHARACTERS or not ANY_STUDENT_BEGIN.search(source):
+        return source, ()
     original = source.splitlines()
     lines = list(original)
     stubbed: dict[int, str] = {}  # line of the region's BEGIN -> what was said
@@ -406,7 +412,7 @@ def _syntax_error(lines: list[str]) -> tuple[SyntaxError, int] | None:
 
 
 # a student region's start, with its task or (in notebooks nbgrader released) without
-ANY_STUDENT_BEGIN = re.compile(r"^\s*### BEGIN YOUR SOLUTION(?: \(Task (?P<task>\d\d\.\d+)\))?\s*$")
+ANY_STUDENT_BEGIN = re.compile(r"^\s*### BEGIN YOUR SOLUTION(?: \(Task (?P<task>\d\d\.\d+)\))?\s*$", re.MULTILINE)
 
 
 def _student_region(lines: list[str], at: int) -> tuple[int, int, str, str] | None:
@@ -433,6 +439,5 @@ def exported_cells(notebook: Any, where: str = "the notebook") -> list[ExportedC
         if namespace and not NAMESPACE.fullmatch(namespace):
             raise TitoError(f"{where}, cell {index}: `#| export {namespace}` does not name a namespace like "
                             f"nn or nn.functional; restore the cell's first line")
-        source, stubbed = stub_broken_regions(cell.source)
-        cells.append(ExportedCell(index, strip_markers(source), namespace, kept_lines(source), stubbed))
+        cells.append(ExportedCell(index, strip_markers(cell.source), namespace, kept_lines(cell.source), cell.source))
     return cells
