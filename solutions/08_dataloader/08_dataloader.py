@@ -884,7 +884,9 @@ assert out.shape == (8, 1, 4, 4) and out.dtype == np.float32
 # environment variable `TINYTORCH_DATA` does; when that is not set, the loader looks for a folder
 # named `datasets` holding the course's files in the working directory and in each folder above it, so
 # a notebook anywhere in your checkout finds it, and last in the checkout the course's `tito` runs from
-# (found with `importlib.util.find_spec`, without importing it: the package never needs tito).
+# (found with `importlib.util.find_spec`, without importing it: the package never needs tito). <!-- course In
+# the nbgrader course the files are the instructor's copy in the course's `datasets/` folder: the notebook's
+# first cell sets `TINYTORCH_DATA` to the folder your `~/.jupyter/nbgrader_config.py` names. -->
 #
 # **Checking them.** A file that is cut short or changed would give wrong results without an error:
 # a model that trains worse, a text with gaps. Each file's SHA-256 checksum (a 64-digit fingerprint
@@ -901,7 +903,8 @@ _CHECKSUMS = {  # sha256 of the files in datasets/, as in datasets/README.md
     "digits.csv.gz": "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22",
     "shakespeare_complete.txt.gz": "b171b7e9eabeec9c8ca962b53bed01d1d3ac6b473050631f077bb3caa9f5a00b",
 }
-_RESTORE = "restore it with `git checkout -- datasets/` in your checkout of the course"
+_RESTORE = ("restore it with `git checkout -- datasets/` in your checkout of the course (in the nbgrader course: ask "
+            "your instructor to run `tito course init` again, which restores the course's datasets/)")
 
 
 def _datasets_folder(name: str) -> Path:
@@ -914,9 +917,12 @@ def _datasets_folder(name: str) -> Path:
         candidate = folder / "datasets"
         if candidate.is_dir() and any((candidate / known).is_file() for known in _CHECKSUMS):
             return candidate
-    raise FileNotFoundError(f"found no datasets/ folder holding {name} in {here} or any folder above it: run from "
-                            f"inside your checkout of the course, pass root= the folder that holds {name}, or set "
-                            f"the environment variable TINYTORCH_DATA to it")
+    raise FileNotFoundError(f"found no datasets/ folder holding {name} in {here} or any folder above it. In the "
+                            "nbgrader course: copy the course's student_nbgrader_config.py to "
+                            "~/.jupyter/nbgrader_config.py again (it names the course's datasets/), then run this "
+                            "notebook's first cell (use_my_modules) again. In a checkout of the course: run from "
+                            f"inside it. Or pass root= the folder that holds {name}, or set the environment variable "
+                            "TINYTORCH_DATA to it")
 
 
 def _data_file(name: str, root=None) -> Path:
