@@ -41,6 +41,42 @@ def test_modes_let_students_reach_the_exchange_and_nothing_else(course):
     assert mode(course / "nbgrader_config.py") == 0o600
     assert mode(course / "gradebook.db") == 0o600
     assert mode(course / "student_nbgrader_config.py") == 0o644
+    assert mode(course / "datasets") == 0o755
+    for path in (course / "datasets").iterdir():
+        assert mode(path) == 0o644, path
+
+
+def test_the_course_holds_a_checked_copy_of_the_datasets(course):
+    from tito import datasets
+
+    copy = course / "datasets"
+    assert sorted(path.name for path in copy.iterdir()) == sorted([*datasets.CHECKSUMS, "README.md"])
+    for name in [*datasets.CHECKSUMS, "README.md"]:
+        assert (copy / name).read_bytes() == (REPO / "datasets" / name).read_bytes(), name
+
+
+def test_init_again_restores_a_damaged_dataset_of_the_course(tmp_path):
+    course = tmp_path / "course"
+    write_course(REPO, course)
+    damaged = course / "datasets" / "digits.csv.gz"
+    damaged.write_bytes(b"not the digits")
+    assert write_course(REPO, course) == [str(damaged)]
+    assert damaged.read_bytes() == (REPO / "datasets" / "digits.csv.gz").read_bytes() and mode(damaged) == 0o644
+
+
+def test_the_student_configuration_names_the_datasets_for_the_first_cell(course, tmp_path, monkeypatch):
+    from tito.fetched import course_datasets
+
+    text = (course / "student_nbgrader_config.py").read_text()
+    assert f"c.TinyTorch.datasets = {str(course / 'datasets')!r}" in text
+    config = tmp_path / "jupyter"
+    config.mkdir()
+    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(config))
+    shutil.copy2(course / "student_nbgrader_config.py", config / "nbgrader_config.py")
+    assert course_datasets() == (str(course / "datasets"), [])
+    (config / "nbgrader_config.py").write_text("c = get_config(\n")  # a typo in the student's own copy
+    found, notes = course_datasets()
+    assert found is None and len(notes) == 1 and "nbgrader_config.py could not be read (SyntaxError" in notes[0]
 
 
 def test_the_student_configuration_names_the_exchange(course):

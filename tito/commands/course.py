@@ -1,12 +1,13 @@
 """`tito course init DIR`: an nbgrader course generated from solutions/.
 
-Writes DIR/nbgrader_config.py (only when missing), DIR/student_nbgrader_config.py, and
-DIR/source/NN_name/NN_name.ipynb for every stage: prose and given code locked, solution regions as
-autograded answers (each named in the line above it), a first cell that imports the student's own
-earlier modules (tito.fetched), and after each task a graded cell worth that task's points in the hidden
-suite. A graded cell holds no test: during autograde the judge (tito.nbgrader_judge.JudgeScores, in the
-nbgrader process) writes its result. Running it again rewrites the source notebooks and the modes of the
-course's folders and nothing else: grades and submissions stay. A folder that holds anything but a course,
+Writes DIR/nbgrader_config.py (only when missing), DIR/student_nbgrader_config.py, DIR/datasets/ (a copy of
+the shipped data for the students' notebooks, readable by all) and DIR/source/NN_name/NN_name.ipynb for every
+stage: prose and given code locked, solution regions as autograded answers (each named in the line above
+it), a first cell that imports the student's own earlier modules (tito.fetched), and after each task a graded
+cell worth that task's points in the hidden suite. A graded cell holds no test: during autograde the judge
+(tito.nbgrader_judge.JudgeScores, in the nbgrader process) writes its result. Running it again rewrites the
+source notebooks, the datasets that differ and the modes of the course's folders and nothing else: grades
+and submissions stay. A folder that holds anything but a course,
 or a damaged gradebook, is refused before anything changes.
 """
 
@@ -25,7 +26,7 @@ from typing import Any
 
 import nbformat
 
-from tito import console, sandbox
+from tito import console, datasets, sandbox
 from tito import nbgrader_judge as judge
 from tito.errors import TitoError
 from tito.project import Stage, find_root, stages
@@ -46,13 +47,17 @@ STUDENT_CONFIG = '''"""A student's nbgrader configuration for the TinyTorch cour
 ~/.jupyter/nbgrader_config.py.
 
 JupyterLab's Assignment List then fetches, submits and fetches feedback from the course's exchange, and
-`nbgrader fetch_assignment 01_tensor` (and submit, fetch_feedback) works without flags. Fetch every
-module into the same folder: a notebook after 01 imports your own earlier modules from the folders beside it.
+`nbgrader fetch_assignment 01_tensor` (and submit, fetch_feedback) works without flags; the notebooks find
+the course's datasets through it. Fetch every module into the same folder: a notebook after 01 imports your
+own earlier modules from the folders beside it.
 """
 
 c = get_config()  # noqa: F821
 c.CourseDirectory.course_id = "tinytorch"
 c.Exchange.root = {exchange!r}
+# The course's copy of the shipped data (MNIST, Fashion-MNIST, the UCI digits, Shakespeare), which 08's
+# tt.datasets reads: the first cell of every notebook after 01 (use_my_modules) sets TINYTORCH_DATA to it.
+c.TinyTorch.datasets = {datasets!r}
 '''
 CONFIG = '''"""nbgrader configuration of this TinyTorch course, written by `tito course init`."""
 
@@ -222,7 +227,10 @@ EXCHANGE_CLASSES = ("CollectOwnFiles", "PrivateCsvExport")
 # folders, the gradebook, the course key and nbgrader export's grades.csv are the instructor's alone.
 PRIVATE_FOLDERS = ("source", "release", "submitted", "autograded", "feedback")
 PRIVATE_FILES = ("gradebook.db", ".tito-course-key", "nbgrader_config.py", "grades.csv")
-MODES = {".": 0o711, "exchange": 0o1777, **dict.fromkeys(PRIVATE_FOLDERS, 0o700), **dict.fromkeys(PRIVATE_FILES, 0o600)}
+# datasets/ is the one other folder students read: every account lists and reads it, the instructor alone writes.
+DATASETS = "datasets"
+MODES = {".": 0o711, "exchange": 0o1777, DATASETS: 0o755, **dict.fromkeys(PRIVATE_FOLDERS, 0o700),
+         **dict.fromkeys(PRIVATE_FILES, 0o600)}
 
 
 def closed_folders(course: Path) -> list[Path]:
@@ -239,8 +247,38 @@ def closed_folders(course: Path) -> list[Path]:
 
 
 def student_config(course: Path) -> str:
-    """What a student puts in ~/.jupyter/nbgrader_config.py to fetch and submit from JupyterLab."""
-    return STUDENT_CONFIG.format(exchange=str(course / "exchange"))
+    """What a student puts in ~/.jupyter/nbgrader_config.py to fetch and submit from JupyterLab and to find the
+    course's datasets."""
+    return STUDENT_CONFIG.format(exchange=str(course / "exchange"), datasets=str(course / DATASETS))
+
+
+def dataset_files() -> list[str]:
+    """The files of the course's datasets/: the shipped data (tito.datasets.CHECKSUMS) and README.md, their
+    provenance and licences."""
+    return [*datasets.CHECKSUMS, "README.md"]
+
+
+def write_datasets(root: Path, course: Path) -> list[str]:
+    """Copy the checkout's datasets/ into course/datasets, each data file after its sha256 matched; returns what
+    was written. A file is written only when it differs, and then by renaming a whole copy into place, so a
+    student's notebook reading it meanwhile never finds it missing or half written."""
+    readme = root / "datasets" / "README.md"
+    if not readme.is_file():
+        raise TitoError(f"{readme} is missing: restore it with `git checkout -- datasets/`")
+    origins = [*(datasets.verified_path(key, readme.parent) for key in datasets.NAMES), readme]
+    folder = course / DATASETS
+    folder.mkdir(exist_ok=True)
+    written = []
+    for origin in origins:
+        data, target = origin.read_bytes(), folder / origin.name
+        if target.is_file() and not target.is_symlink() and target.read_bytes() == data:
+            continue
+        with tempfile.NamedTemporaryFile("wb", dir=folder, prefix=f".{origin.name}-", delete=False) as stream:
+            stream.write(data)
+        os.chmod(stream.name, 0o644)
+        os.replace(stream.name, target)
+        written.append(str(target))
+    return written
 
 
 # the first line of CONFIG: a folder whose nbgrader_config.py says so is a course tito made
@@ -314,6 +352,7 @@ def write_course(root: Path, course: Path) -> list[str]:
     if not students.exists() or students.read_text(encoding="utf-8") != student_config(course):
         students.write_text(student_config(course), encoding="utf-8")
         written.append(str(students))
+    written += write_datasets(root, course)
     install_kernel()
     for stage in stages(root):
         path = course / "source" / stage.name / f"{stage.name}.ipynb"
@@ -331,6 +370,8 @@ def write_course(root: Path, course: Path) -> list[str]:
         if path.exists():
             path.chmod(mode)
     (course / "student_nbgrader_config.py").chmod(0o644)
+    for name in dataset_files():
+        (course / DATASETS / name).chmod(0o644)
     return written
 
 
@@ -355,4 +396,7 @@ def init(directory: Path) -> int:
                      f"`chmod o+x {closed}` fixes it")
     console.info(f"next: cd {course} && nbgrader generate_assignment 01_tensor && "
                  "nbgrader release_assignment 01_tensor")
+    console.info(f"each student, once: mkdir -p ~/.jupyter && cp {course / 'student_nbgrader_config.py'} "
+                 f"~/.jupyter/nbgrader_config.py (it names the exchange and the course's datasets, "
+                 f"{course / DATASETS}, for the notebooks that read them)")
     return 0
