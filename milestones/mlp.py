@@ -82,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"training on {len(train[0]):,} images, testing on {len(test[0]):,}; "
           f"Adam lr 1e-3, batch 128, {args.epochs} epochs, seed {args.seed}")
     # One BLAS thread: these matrices are small, and on a machine whose cores are shared a multi-threaded
-    # BLAS call waits for a busy core (measured on 2 shared cores: 2.8 s an epoch with the default
-    # threads, 0.54 s with one).
+    # BLAS call waits for a busy core (measured on 2 shared, busy cores: 0.8 to 5 s an epoch with the
+    # default threads, 0.3 s with one).
     print("BLAS runs on one thread (threadpoolctl): faster for matrices this small, and steady on a busy machine")
     loss_fn = RecordedLoss()
     try:

@@ -385,8 +385,9 @@ assert np.isnan(evaluate(nn.Linear(4, 1), nn.MSELoss(), x, np.zeros((10, 1), dty
 # %% [markdown]
 # ## Watching it train: a progress bar (given)
 #
-# An epoch on MNIST takes a few seconds; a bar that fills up batch by batch, with the running loss,
-# tells you it is alive and whether the loss goes down. `ProgressBar` is a `progress` callable for
+# An epoch on MNIST takes from a third of a second (this module's MLP) to several seconds (09's CNN),
+# and much longer on bigger data; a bar that fills up batch by batch, with the running loss, tells you
+# it is alive and whether the loss goes down. `ProgressBar` is a `progress` callable for
 # `train_epoch`: it redraws one line in place by starting it with a carriage return `'\r'` (back to the
 # start of the line, without a new line), at most ten times a second, and ends the line after the last
 # batch. It writes to `sys.stdout` as it is when it draws, so it works in a terminal and in Jupyter
@@ -475,8 +476,8 @@ def fit(model, loss_fn, optimizer, train, test, epochs: int, batch_size: int = 1
     ### END SOLUTION
 
 # %% [markdown]
-# A first run on a problem small enough to train in a second: three blobs of 2-D points, one per
-# class, and a small MLP. The loss should fall epoch after epoch and the test accuracy climb to about
+# A first run on a problem small enough to train in a few hundredths of a second: three blobs of 2-D
+# points, one per class, and a small MLP. The loss should fall epoch after epoch and the test accuracy climb to about
 # 92%. Not to 100%: the blobs overlap, so some points lie deep in another class's blob and no model
 # can get them right.
 
@@ -726,8 +727,8 @@ print("resumed run identical to the uninterrupted one")
 #
 # The cell trains with BLAS (numpy's matrix library) on one thread, via `threadpoolctl`: for matrices
 # this small one thread is as fast, and on a machine whose cores are busy with other work a
-# multi-threaded matrix product waits for all of them (measured on two shared cores: 2.8 s an epoch
-# with the default threads, 0.54 s with one).
+# multi-threaded matrix product waits for all of them (measured on two shared, busy cores: 0.8 to 5 s
+# an epoch with the default threads, 0.3 s with one).
 
 # %% tags=["learner-only"]
 from threadpoolctl import threadpool_limits

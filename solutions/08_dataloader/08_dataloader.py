@@ -1023,7 +1023,8 @@ with tempfile.TemporaryDirectory() as folder:
 # %% [markdown]
 # ## The real data, and what batching buys
 #
-# The cells from here on read the files in `datasets/` and take a few seconds each. First a look at
+# The cells from here on read the files in `datasets/`; the measurement of samples per second takes
+# about five seconds, the others under one (measured on two shared, busy cores). First a look at
 # Fashion-MNIST, eight training images as they are and the same eight through an augmentation
 # pipeline (a shift of up to three pixels and a mirror image half of the time; a pullover mirrored is
 # still a pullover).
@@ -1055,8 +1056,8 @@ plt.show()
 #
 # What to expect: the loader's rate grows with the batch size and levels off, since fetching one item
 # costs the same whatever the batch (a Python call per item), and only the per-batch work is shared.
-# The training step's rate grows by a factor of about thirty (measured on two shared cores: about 1,300
-# samples per second at batch size 1, 38,000 at 512): a step costs hundreds of microseconds of Python
+# The training step's rate grows by a factor of about thirty (measured on two shared, busy cores: 1,300
+# to 1,600 samples per second at batch size 1, 38,000 to 55,000 at 512): a step costs hundreds of microseconds of Python
 # and numpy overhead whatever the batch size, so at batch size 1 almost all the time is overhead, and
 # at 512 most of it is arithmetic. Past a few hundred samples the
 # arithmetic dominates and larger batches buy little more speed; they do change the optimisation

@@ -1096,7 +1096,8 @@ assert all(p.grad is not None and p.grad.shape == p.shape for p in model.paramet
 # scaled to [0, 1] and normalised with their mean and standard deviation (08's `Normalize`), batches of
 # 64 shuffled by 08's `DataLoader`, Adam with lr 1e-3, 5 epochs, and the test accuracy on the 2,000 test
 # images after each. PyTorch in exactly this set-up reaches 96.8%; yours should reach about 97%. The
-# cell is learner-only (autograde skips it) and takes about 4 seconds an epoch with BLAS on one thread.
+# cell is learner-only (autograde skips it) and takes about 4 seconds an epoch with BLAS on one thread
+# (3.6 to 7 s, measured on two shared, busy cores).
 
 # %% tags=["learner-only"]
 from threadpoolctl import threadpool_limits
@@ -1142,7 +1143,7 @@ plt.show()
 # ## What the filters learn
 #
 # A few hundred steps of Adam on MNIST, loaded by your 08's `tt.datasets.MNIST` and normalised with
-# MNIST's usual mean and std (learner-only: a few seconds), with eight 5×5 filters in
+# MNIST's usual mean and std (learner-only: a second or two), with eight 5×5 filters in
 # the first layer, then two pictures: the learned filters, and what they make of one digit (the
 # feature maps, after the ReLU). Many filters become edge and stroke detectors of a given orientation:
 # bright where the digit has an edge of that direction, dark elsewhere.

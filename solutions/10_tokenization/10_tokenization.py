@@ -449,9 +449,10 @@ assert merges[0] == (32, 116), "' t' is the most frequent pair"
 # ## Training, the fast way
 #
 # The slow trainer counts every pair of every word once per merge, and rewrites every word. On the
-# first megabyte of Shakespeare one count takes about 20 ms, and 256 merges take about 10 seconds,
-# 2,000 merges over a minute; GPT-2's 50,000 merges on gigabytes of text would never finish. Yet one
-# merge changes very little: merging `(a, b)` into Z touches only the words that contain `a b`, and in
+# first megabyte of Shakespeare one count takes about 25 ms, 256 merges about 10 seconds, so 2,000
+# merges over a minute (measured on two shared, busy cores: 17 to 35 ms a count, 10.2 to 10.6 s for
+# 256 merges); GPT-2's 50,000 merges on gigabytes of text would never finish. Yet one merge changes
+# very little: merging `(a, b)` into Z touches only the words that contain `a b`, and in
 # those only the pairs around each merged occurrence (`x a b y` loses `(x, a)`, `(a, b)`, `(b, y)` and
 # gains `(x, Z)`, `(Z, y)`). Every other count stays as it was. So keep the counts and *update* them:
 #
@@ -479,10 +480,10 @@ assert merges[0] == (32, 116), "' t' is the most frequent pair"
 #
 # `_train_bpe(words, frequencies, num_merges)` (task 10.7) takes and returns the same things as
 # `_train_bpe_slow` and must return **exactly the same merges**, ties included. On Shakespeare's first
-# megabyte it learns 256 merges in about 20 pair counts' time (0.4 s), 1,792 in about 30 (0.6 s). The
-# grader times 500 merges on 6,000 distinct words against one full pair count of the same words and
-# allows 150 counts: the reference takes about 25, the slow version about 470, and finding the best pair
-# with `min` instead of a heap about 80.
+# megabyte it learns 256 merges in the time of about 16 pair counts (0.42 s), 1,792 in about 23
+# (0.61 s; both measured on two shared, busy cores). The grader times 500 merges on 6,000 distinct
+# words against one full pair count of the same words and allows 150 counts: the reference takes about
+# 25, the slow version about 470, and finding the best pair with `min` instead of a heap about 80.
 
 # %%
 #| export
@@ -829,7 +830,8 @@ with tempfile.TemporaryDirectory() as folder:
 # %% [markdown]
 # ## Shakespeare: characters against BPE
 #
-# Now the whole shipped text (learner-only: it reads the file, and the training takes several seconds).
+# Now the whole shipped text (learner-only: it reads the file and trains five tokenizers, about six
+# seconds in all on two shared, busy cores).
 # The character tokenizer learns the text's 84 characters; BPE tokenizers of growing vocabularies learn
 # their merges on the first megabyte and are measured on the *second* megabyte, which they have not
 # seen. The question: how many tokens does each need for the same text?

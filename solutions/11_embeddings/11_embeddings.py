@@ -193,18 +193,18 @@ for bad, words in [([0, 9, 2], ["9", "6"]), ([[1, -1]], ["-1", "6"]), (np.array(
 #
 # `np.add.at(grad, idx, g)` is numpy's *unbuffered* addition: it adds every row in, one at a time, and
 # gets repeats right. It is also slow on a 2-d table. Measured at the sizes of the GPT of 13 (N = 32·64
-# positions, D = 128, float32, one thread), for a small character vocabulary (65; the 84 of the
-# Shakespeare shipped here give about the same times) and for GPT-2's, the ways to compute the same
-# `(V, D)` sum:
+# positions, D = 128, float32, one thread; the best of 20 calls, over 3 to 5 such runs on two shared,
+# busy cores), for a small character vocabulary (65; the 84 of the Shakespeare shipped here
+# give about the same times) and for GPT-2's, the ways to compute the same `(V, D)` sum:
 #
 # | scatter-add of 2,048 rows of 128 | V = 65 | V = 50,257 (GPT-2) |
 # |---|---|---|
-# | a Python loop, `for n in range(N): grad[idx[n]] += g[n]` | 1.6 ms | 3.2 ms |
-# | `np.add.at(grad, idx, g)` on the `(V, D)` table | 2.1 ms | 3.4 ms |
-# | `np.add.at` on the table *flattened* to `(V·D,)`, with flat indices | **0.65 ms** | **1.9 ms** |
-# | `np.bincount` of the flat indices with `weights=g` | 1.9 ms | 14 ms |
-# | sort the indices, then `np.add.reduceat` over runs of equal ones | 0.6 ms | 5.0 ms |
-# | the one-hot product `onehot(idx)ᵀ @ g` | 0.4 ms | 260 ms |
+# | a Python loop, `for n in range(N): grad[idx[n]] += g[n]` | 1.5–2.3 ms | 2.7–3.0 ms |
+# | `np.add.at(grad, idx, g)` on the `(V, D)` table | 2.3–2.9 ms | 3.7–5.0 ms |
+# | `np.add.at` on the table *flattened* to `(V·D,)`, with flat indices | **0.45–0.57 ms** | **1.7–2.2 ms** |
+# | `np.bincount` of the flat indices with `weights=g` | 2.2–2.6 ms | 5.9–6.6 ms |
+# | sort the indices, then `np.add.reduceat` over runs of equal ones | 0.35–0.37 ms | 3.8–4.4 ms |
+# | the one-hot product `onehot(idx)ᵀ @ g` | 0.42–0.46 ms | 390–490 ms |
 #
 # (For V = 50,257 about 1 ms of each is spent just zeroing the 25 MB table: a dense gradient of a large
 # vocabulary is expensive whatever you do, which is why PyTorch also offers sparse gradients.) The
@@ -902,9 +902,9 @@ print(f"the token embedding's forward and backward: {(time.perf_counter() - star
 # The vocabulary is the characters of the text, numbered in sorted order (10's tokenizer does the same
 # thing, with more care). The cell (learner-only) samples text from the untrained table (each next
 # character drawn from the softmax of the row of the last one: noise), trains for 300 steps of Adam on
-# batches of 32 × 64 pairs (a second or two), and samples again. Expect the loss to fall from about 4.8
-# nats (the random table) to about 2.5, and text with the rhythm of words, but few words: a bigram model
-# knows nothing but the previous character. The pictures show the loss, and what the table learned
+# batches of 32 × 64 pairs (under a second: 0.4 to 0.5 s on two shared, busy cores), and samples
+# again. Expect the loss to fall from about 4.8 nats (the random table) to about 2.5, and text with the
+# rhythm of words, but few words: a bigram model knows nothing but the previous character. The pictures show the loss, and what the table learned
 # about the letters: the probability of each next character (a `q` is followed by a `u`; after a space
 # comes the first letter of a word, often a `t`).
 

@@ -497,8 +497,8 @@ for call in (lambda: sdpa(q, k, v, attn_mask=keep, is_causal=True), lambda: sdpa
 # ### How much does fusing save?
 #
 # The composed version (task 12.2) against the fused one, forward and backward, at the size of the
-# GPT of the next module: a batch of 32 sequences of 64 tokens, 4 heads of 32 (learner-only: a few
-# seconds). The two do the same matrix products; the fused one saves the separate nodes, their
+# GPT of the next module: a batch of 32 sequences of 64 tokens, 4 heads of 32 (learner-only: about a
+# second). The two do the same matrix products; the fused one saves the separate nodes, their
 # temporaries and the passes over memory between them.
 
 # %% tags=["learner-only"]
@@ -888,7 +888,7 @@ assert small.in_proj_weight.grad.shape == (24, 8) and small.out_proj.bias.grad.s
 # %% [markdown]
 # ## Seeing attention: a tiny model learns to reverse a sequence
 #
-# What does attention *do*? Train the smallest model that must use it (learner-only: a few seconds):
+# What does attention *do*? Train the smallest model that must use it (learner-only: under a second):
 # sequences of 8 digits in, the same digits reversed out. Each output position must find one
 # particular input position (output 0 needs input 7, output 1 needs input 6, ...), and only attention
 # can move information between positions here. The model: a one-hot digit through a `Linear` (an
