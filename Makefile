@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 TITO := $(BIN)/tito
 
-.PHONY: demo test test-fast lint mutants bench clean
+.PHONY: demo test test-fast test-stage lint mutants bench clean
 
 $(BIN)/tito: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -28,6 +28,12 @@ test: lint
 # The in-process layer: no kernel, no sandbox, no nbgrader; a minute or two.
 test-fast: $(BIN)/tito
 	$(BIN)/python -m pytest tests -m "not slow"
+
+# One stage's tests, those parametrised by it (the course's and the class's fixtures are still built whole):
+# make test-stage N=12
+test-stage: $(BIN)/tito
+	@test -n "$(N)" || { echo "say which stage: make test-stage N=12"; exit 2; }
+	$(BIN)/python -m pytest tests -n 2 --stage $(N)
 
 lint: $(BIN)/tito
 	$(BIN)/ruff check tito tests milestones benchmarks

@@ -74,7 +74,23 @@ def _one_worker_file(nodeid: str) -> str | None:
     return path if Path(path).name in ONE_WORKER else None
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--stage", metavar="NN", help="only the tests of one stage (those parametrised by it), "
+                                                    "as `make test-stage N=12` runs them")
+
+
+def _of_stage(item: pytest.Item, number: str) -> bool:
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and any(part == number or part.startswith(f"{number}_")
+                                        for part in callspec.id.split("-"))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    number = config.getoption("--stage")
+    if number:
+        kept = [item for item in items if _of_stage(item, number)]
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
     if not hasattr(config, "workerinput"):  # not an xdist worker: the order of the files
         return
 
