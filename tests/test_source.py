@@ -167,3 +167,23 @@ def test_the_reference_package_exposes_pytorchs_names_and_nothing_by_accident(tm
     assert eval(datasets) == ["Digits", "FashionMNIST", "MNIST", "shakespeare"]
     assert eval(text) == ["BPETokenizer", "CharTokenizer"]
     assert last == "Tensor True"
+
+
+PATHOLOGICAL_LINES = """
+from tito import source
+n = 1_000_000
+lines = ["#| x a" + " " * n + "b", "#| x a" + " " * n, "### BEGIN SOLUTION 01.1 a" + " " * n + "b",
+         'raise NotImplementedError("Task 01.1: ' * (n // 40), "    ### BEGIN YOUR SOLUTION" + " " * n + "x"]
+for line in lines:
+    source.directives(line + "\\nx = 1")
+    source.kept_lines(line)
+    list(source.STUB_RAISE.finditer(line))
+    source.stub_broken_regions(line)
+"""
+
+
+def test_the_markers_of_a_students_cells_are_read_in_time_linear_in_their_length():
+    """A lazy `.*?` before `\\s*$` retried at every space: 50,000 spaces in one line held the grader a minute.
+    Lines of a million characters built against each marker pattern are read within the timeout."""
+    done = subprocess.run([sys.executable, "-c", PATHOLOGICAL_LINES], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
