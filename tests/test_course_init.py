@@ -44,6 +44,28 @@ def test_modes_let_students_reach_the_exchange_and_nothing_else(course):
     assert mode(course / "datasets") == 0o755
     for path in (course / "datasets").iterdir():
         assert mode(path) == 0o644, path
+    # the course's folders in the exchange are the instructor's, made before any student could make them;
+    # inbound is sticky, so no student renames another's submission away
+    for name, wanted in (("tinytorch", 0o755), ("tinytorch/outbound", 0o755), ("tinytorch/inbound", 0o3733),
+                         ("tinytorch/feedback", 0o711)):
+        path = course / "exchange" / name
+        assert mode(path) == wanted and path.stat().st_uid == os.geteuid(), name
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to make a folder as another account")
+def test_init_refuses_a_course_folder_in_the_exchange_that_another_account_made(tmp_path, capsys):
+    """A student who makes exchange/tinytorch/inbound first owns it: release fails for everyone, and the
+    student reads and moves the others' submissions. init names it, with what to do, and grades nothing."""
+    course = tmp_path / "course"
+    write_course(REPO, course)
+    planted = course / "exchange" / "tinytorch"
+    shutil.rmtree(planted)
+    (planted / "inbound").mkdir(parents=True)  # as the student would have made them: theirs
+    for path in (planted, planted / "inbound"):
+        os.chown(path, NOBODY, NOBODY)
+    code, said = init_command(capsys, course)
+    assert code == 2 and f"{planted} is not a folder of yours" in said and "Traceback" not in said
+    assert planted.stat().st_uid == NOBODY
 
 
 def test_the_course_holds_a_checked_copy_of_the_datasets(course):

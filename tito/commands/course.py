@@ -229,8 +229,13 @@ PRIVATE_FOLDERS = ("source", "release", "submitted", "autograded", "feedback")
 PRIVATE_FILES = ("gradebook.db", ".tito-course-key", "nbgrader_config.py", "grades.csv")
 # datasets/ is the one other folder students read: every account lists and reads it, the instructor alone writes.
 DATASETS = "datasets"
-MODES = {".": 0o711, "exchange": 0o1777, DATASETS: 0o755, **dict.fromkeys(PRIVATE_FOLDERS, 0o700),
-         **dict.fromkeys(PRIVATE_FILES, 0o600)}
+# The course's own folder in the exchange, made here with nbgrader's modes, before any student can make it
+# (a student's exchange/tinytorch/inbound would be theirs: release fails, they read and move others' work);
+# inbound is sticky too, so no student renames another's submission away.
+EXCHANGE_FOLDERS = {"exchange/tinytorch": 0o755, "exchange/tinytorch/outbound": 0o755,
+                    "exchange/tinytorch/inbound": 0o3733, "exchange/tinytorch/feedback": 0o711}
+MODES = {".": 0o711, "exchange": 0o1777, **EXCHANGE_FOLDERS, DATASETS: 0o755,
+         **dict.fromkeys(PRIVATE_FOLDERS, 0o700), **dict.fromkeys(PRIVATE_FILES, 0o600)}
 
 
 def closed_folders(course: Path) -> list[Path]:
@@ -346,8 +351,14 @@ def write_course(root: Path, course: Path) -> list[str]:
         console.warn(f"{config} predates tito's collect and export ({', '.join(EXCHANGE_CLASSES)}), so `nbgrader "
                      "collect` takes work handed in under a classmate's name or through a link and grades.csv is "
                      "readable by every account: move it away and run `tito course init` again to get the current one")
-    for name in ("exchange", *PRIVATE_FOLDERS):
+    for name in ("exchange", *EXCHANGE_FOLDERS, *PRIVATE_FOLDERS):
         (course / name).mkdir(exist_ok=True)
+    for name in EXCHANGE_FOLDERS:
+        owner = (course / name).lstat()
+        if owner.st_uid != os.geteuid() or not stat.S_ISDIR(owner.st_mode):
+            raise TitoError(f"{course / name} is not a folder of yours (another account made it, perhaps a student "
+                            f"before the course was set up): remove it (`sudo rm -rf {course / name}`) and run "
+                            f"`tito course init` again")
     students = course / "student_nbgrader_config.py"
     if not students.exists() or students.read_text(encoding="utf-8") != student_config(course):
         students.write_text(student_config(course), encoding="utf-8")
