@@ -897,6 +897,13 @@ def _(case, output):
         raise failed(f"{what}: the samples have mean 0 and standard deviation 1 but are not independent draws of a "
                      f"normal distribution (largest gap to the normal CDF {gap:.4f}, at most 0.0082; correlation of "
                      f"neighbours {neighbours:.3f}): draw them with default_generator's standard_normal")
+    # and they are the generator's own draws, as the notebook asks: no sequence made to look normal passes
+    drawn = np.random.default_rng(case["seed"]).standard_normal((1000, 100), dtype=np.float32)
+    if not np.array_equal(samples, drawn):
+        raise failed(f"{what}: the samples look normal but are not the draws of "
+                     f"default_generator.standard_normal(shape, dtype=dtype) after manual_seed({case['seed']}) "
+                     f"({int(np.count_nonzero(samples != drawn)):,} of 100,000 differ): draw them with that one call, "
+                     f"as the notebook says (float32 directly, no float64 detour)")
 
 
 @check(task="01.14", points=1, examples=10,

@@ -422,6 +422,15 @@ os._exit(0)
         assert secret[start:start + engine.SCRUB_WINDOW] not in public
     reply = b'{"n": 1, "outcome": {"output": 1, "pad": "' + b"x" * 1000 + b'", "error": {"k": 1}}}'
     assert engine.read_outcome(reply) == {"output": 1}
+    digits = str(int.from_bytes(b"\x01" + SUITE.encode()[:120], "big"))  # text as a number: no string to scrub
+    numbers = f'''
+import json, os, sys
+os.write(int(sys.argv[3]), (json.dumps({{"import_error": {digits}, "where": {digits}}}) + "\\n").encode())
+os._exit(0)
+'''
+    result = grade(stage, tmp_path, numbers)
+    said = " ".join([*result.notes, *result.public_notes, *(t.public for t in result.tests)])
+    assert result.score == 0 and digits[:12] not in said and "not text" in said
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not sandbox.bwrap_available(), reason="needs root and bubblewrap")

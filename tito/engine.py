@@ -281,6 +281,12 @@ def _text(value: Any, limit: int = 300) -> str:
     return str(value)[:limit]
 
 
+def _said(value: Any, limit: int) -> str:
+    """A text the box sent, cut to `limit`; anything else it sent in its place is not shown (a number of 300
+    digits would carry 120 bytes past the scrub, which reads strings)."""
+    return value[:limit] if isinstance(value, str) else "(something that is not text)"
+
+
 def _head_and_tail(text: str, limit: int) -> str:
     """`text` within `limit` characters, keeping its start and its end: a verdict's summary ("3 of 12 values
     wrong, the first at index (0, 2): expected 1.0 but got 2.0") stands last, after the arrays."""
@@ -332,7 +338,7 @@ class _Conversation:
                 continue  # not the reply to this request: something the package wrote on the pipe
             seconds = time.monotonic() - started
             if "tampered" in record:
-                return {"tampered": _text(record["tampered"], 80)}, "", seconds, b""
+                return {"tampered": _said(record["tampered"], 80)}, "", seconds, b""
             found = record.get("outcome")
             return (found if isinstance(found, dict) else {}), "", seconds, line
 
@@ -352,7 +358,7 @@ class _Conversation:
             if record.get("n") == self.number:
                 if record.get("audit") == "clean":
                     return "", ""
-                return _text(record.get("tampered") or "an audit it did not answer", 80), ""
+                return _said(record.get("tampered") or "an audit it did not answer", 80), ""
 
     def _record(self, deadline: float, cpu_limit: float | None) -> tuple[dict | None, str, bytes]:
         while True:
@@ -497,7 +503,7 @@ def _tampered(what: str) -> str:
 def _start_failure(record: dict | None, why: str, conversation: _Conversation, limits: sandbox.Limits,
                    locate: Locate | None) -> str:
     if record is not None and "tampered" in record:
-        return _tampered(_text(record["tampered"], 80))
+        return _tampered(_said(record["tampered"], 80))
     if record is not None and ("import_error" in record or "import_timeout" in record):
         return _import_failure(record, why, limits, None, locate)
     if why == "cpu":
@@ -512,7 +518,7 @@ def _import_failure(record: dict | None, why: str, limits: sandbox.Limits, statu
                     locate: Locate | None = None) -> str:
     if record is None:
         return f"importing tinytorch stopped the grader: {_ending(why, limits, status)}"
-    reported = _text(record["where"], 120) if record.get("where") else ""
+    reported = _said(record["where"], 120) if record.get("where") else ""
     cell = locate(reported) if locate is not None and reported else None
     if "import_timeout" in record:
         spent = f"{IMPORT_CPU_SECONDS:g} s of CPU time" if record["import_timeout"] == "cpu" else \
@@ -521,9 +527,9 @@ def _import_failure(record: dict | None, why: str, limits: sandbox.Limits, statu
         return (f"importing tinytorch did not finish within {spent}{where}: "
                 f"look for a loop, a wait or a long computation at the top level of an exported cell")
     if cell:  # one sentence of about 300 characters at most: the error, then its cell
-        return f"your package could not be imported: {_text(record['import_error'], 120)}, raised in {cell}"
+        return f"your package could not be imported: {_said(record['import_error'], 120)}, raised in {cell}"
     where = f" (at {reported})" if reported else ""
-    return f"your package could not be imported: {_text(record['import_error'])}{where}"
+    return f"your package could not be imported: {_said(record['import_error'], 300)}{where}"
 
 
 # ---------------------------------------------------------------------------------------------------
