@@ -12,13 +12,12 @@ import os
 import secrets
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from test_course import nbgrader
-from test_exchange import SITE, Student, student_python
+from test_exchange import SITE, Student, scratch_for_accounts, student_python
 
 from tito import datasets
 from tito.nbgrader_judge import LEARNER_ONLY
@@ -92,16 +91,8 @@ def student_course(request):
     if os.geteuid() != 0:
         pytest.skip("needs root: the student is a real account made with useradd")
     python = student_python()
-    base = Path(tempfile.mkdtemp(prefix="tito-datasets-", dir="/tmp"))  # crossable by all, unlike pytest's
-    base.chmod(0o711)
-    name = f"td{secrets.token_hex(3)}"  # unique per run: other runs may hold accounts of their own
-
-    def remove() -> None:
-        subprocess.run(["userdel", name], capture_output=True)
-        subprocess.run(["groupdel", name], capture_output=True)  # where userdel kept the user's group
-        shutil.rmtree(base, ignore_errors=True)
-
-    request.addfinalizer(remove)
+    name = f"td{secrets.token_hex(3)}"
+    base = scratch_for_accounts(request, "tito-datasets-", [name])
     course = base / "course"
     init = tito(REPO, "course", "init", str(course))
     assert init.code == 0, init.stderr

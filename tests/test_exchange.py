@@ -115,17 +115,11 @@ def tree(folder: Path) -> dict[str, bytes]:
             for p in sorted(folder.rglob("*"))}
 
 
-@pytest.fixture(scope="module")
-def exchange(request):
-    """One course with 01_tensor released; alice and bob (real accounts) fetch it, work and submit, then make
-    their attacks; the instructor collects, alice submits again, and the instructor collects with --update."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the students are real accounts made with useradd")
-    python = student_python()
-    base = Path(tempfile.mkdtemp(prefix="tito-exchange-", dir="/tmp"))  # crossable by all, unlike pytest's
+def scratch_for_accounts(request, prefix: str, names: list[str]) -> Path:
+    """A folder under /tmp that every account can cross (pytest's cannot), removed at the end of the fixture
+    with the accounts `names` made for it (unique per run: other runs may hold accounts of their own)."""
+    base = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     base.chmod(0o711)
-    token = secrets.token_hex(3)
-    names = [f"tx{token}a", f"tx{token}b"]  # unique per run: other runs may hold accounts of their own
 
     def remove() -> None:
         for name in names:
@@ -134,6 +128,19 @@ def exchange(request):
         shutil.rmtree(base, ignore_errors=True)
 
     request.addfinalizer(remove)
+    return base
+
+
+@pytest.fixture(scope="module")
+def exchange(request):
+    """One course with 01_tensor released; alice and bob (real accounts) fetch it, work and submit, then make
+    their attacks; the instructor collects, alice submits again, and the instructor collects with --update."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the students are real accounts made with useradd")
+    python = student_python()
+    token = secrets.token_hex(3)
+    names = [f"tx{token}a", f"tx{token}b"]
+    base = scratch_for_accounts(request, "tito-exchange-", names)
     course = base / "course"
     run = tito(REPO, "course", "init", str(course))
     assert run.code == 0, run.stderr
