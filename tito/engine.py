@@ -209,7 +209,7 @@ def _write_job(job: Path, stage: Stage, checks: list[Check], cases: dict[str, li
 class Report:
     """What the boxes did, as the parent saw it: the reply each case's request got, how a box ended during a
     check, and the parent's own timings of timed checks. A reply is kept as the bytes the box sent (read
-    again by `outcome` when judged), so what a run keeps is at most what the parent reads from its boxes,
+    again by `read_outcome` when judged), so what a run keeps is at most what the parent reads from its boxes,
     `sandbox.Limits.report_bytes` over the whole run, restarts included (docs/security.md, invariant 3)."""
     outcomes: dict[str, list[bytes]] = field(default_factory=dict)
     stopped: dict[str, str] = field(default_factory=dict)  # check -> how the box ended during it
