@@ -298,7 +298,7 @@ def test_init_in_an_unwritable_place_is_one_sentence(tmp_path, capsys):
     parent = tmp_path / "locked"
     parent.mkdir()
     if os.geteuid() == 0:  # root writes anywhere: try as another account
-        if not all(folder.stat().st_mode & stat.S_IXOTH for folder in REPO.parents):
+        if not all(folder.stat().st_mode & stat.S_IXOTH for folder in (REPO, *REPO.parents)):
             pytest.skip(f"another account cannot reach tito in {REPO} (a folder above it is closed to others)")
         parent.chmod(0o755)
         tmp_path.chmod(0o755)
