@@ -11,7 +11,7 @@ $(BIN)/tito: pyproject.toml
 		{ echo "TinyTorch needs Python 3.11 or newer; set PYTHON=/path/to/python3.11"; exit 2; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,cluster]'
 	@touch $@
 
 # The main job: build the student notebooks and the reference package, then grade every stage twice:

@@ -86,6 +86,7 @@ class Plan:
     cases: dict[str, list[dict]]
     seed: int
     job: Path  # lib/ (runner, wire, checklib, compute slice) and work.json: read-only to every box
+    fingerprint: str = ""  # of the suite, check library, seed and examples: equal plans draw equal cases
     _expected: dict[tuple[str, int], Any] = field(default_factory=dict)
     _known: frozenset[str] | None = None
 
@@ -151,15 +152,25 @@ def _fingerprint(stage: Stage, seed: int, examples: int | None) -> str:
     return digest.hexdigest()[:16]
 
 
-def make_plan(stage: Stage, *, seed: int, jobs: Path, examples: int | None = None) -> Plan:
+def make_plan(stage: Stage, *, seed: int, jobs: Path, examples: int | None = None,
+              cases: dict[str, list[dict]] | None = None) -> Plan:
     """Load the stage's checks and draw their cases, or reuse the job folder under `jobs` that holds the
-    same cases (same suite, check library, seed and number of examples)."""
+    same cases (same suite, check library, seed and number of examples). `cases`: the cases drawn before, by
+    this plan's fingerprint (a worker is sent the coordinator's; a regrade reuses the first run's). Drawing
+    is not reproducible across processes in every detail (hypothesis drew one integer of 01's cases otherwise
+    in a process holding a Dask client), so cases drawn once are kept, never drawn again."""
     checks = load_checks(stage)
-    job = jobs / f"{stage.name}-{_fingerprint(stage, seed, examples)}"
+    fingerprint = _fingerprint(stage, seed, examples)
+    job = jobs / f"{stage.name}-{fingerprint}"
+    names = {check.name for check in checks}
+    if cases is not None and set(cases) == names:
+        if not (job / CASES).is_file():
+            _write_job(job, stage, checks, cases)
+        return Plan(stage, checks, wire.loads((job / CASES).read_text(encoding="utf-8")), seed, job, fingerprint)
     if (job / CASES).is_file():
         cases = wire.loads((job / CASES).read_text(encoding="utf-8"))
-        if set(cases) == {check.name for check in checks}:
-            return Plan(stage, checks, cases, seed, job)
+        if set(cases) == names:
+            return Plan(stage, checks, cases, seed, job, fingerprint)
     cases = {}
     for number, check in enumerate(checks):
         count = check.examples if examples is None else min(check.examples, examples)
@@ -168,7 +179,18 @@ def make_plan(stage: Stage, *, seed: int, jobs: Path, examples: int | None = Non
             cases[check.name] = [{**case, "seed": _derived_seed(seed, check.name, index)}
                                  for index, case in enumerate(cases[check.name])]
     _write_job(job, stage, checks, cases)
-    return Plan(stage, checks, cases, seed, job)
+    return Plan(stage, checks, cases, seed, job, fingerprint)
+
+
+def fingerprint(stage: Stage, seed: int, examples: int | None) -> str:
+    """The fingerprint a plan of these would have (see Plan.fingerprint)."""
+    return _fingerprint(stage, seed, examples)
+
+
+def plan_fingerprint(plan: Plan) -> str:
+    """What proves that two plans, made in two processes (the coordinator's and a worker's), draw the same
+    cases: the same suite, check library, hypothesis, seed and number of examples."""
+    return plan.fingerprint
 
 
 def _derived_seed(seed: int, name: str, index: int) -> int:
@@ -218,6 +240,7 @@ class Report:
     seconds: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # timed check -> (yours, yardstick)
     said: list[str] = field(default_factory=list)  # what the box wrote into texts of the run (import failures)
     package: Path | None = None  # the package graded, to check the places the box names
+    files: frozenset[str] = frozenset()  # its files under tinytorch/, kept when the package is gone (a worker's)
 
 
 IMPORT_ENDINGS = {"import_error", "import_timeout", "tampered"}
@@ -381,7 +404,8 @@ def run_checks(plan: Plan, package: Path, *, isolation: str, limits: sandbox.Lim
     taking turns, in a box without the package (the yardstick), each timed here. What the parent reads from
     the package's boxes is `limits.report_bytes` over the whole run, restarts included. `locate` names the
     notebook cell of a failed import."""
-    report = Report(package=package)
+    report = Report(package=package, files=frozenset(
+        str(path.relative_to(package / "tinytorch")) for path in (package / "tinytorch").rglob("*.py")))
     read = 0  # bytes read from the package's boxes closed so far
     deadline = time.monotonic() + limits.wall_seconds
     conversation: _Conversation | None = None
@@ -588,7 +612,7 @@ def _judge_check(plan: Plan, check: Check, report: Report) -> CheckResult:
         outcome = read_outcome(outcomes[index])
         said[len(report.said):] = box_strings({key: _after_name(value) if key in ("error", "stub") else value
                                                for key, value in outcome.items() if key != "where"})
-        sentences = _failure(check, what, outcome, report.package, {c.task for c in plan.checks})
+        sentences = _failure(check, what, outcome, report.files, {c.task for c in plan.checks})
         if sentences is not None:
             return result(*sentences)
         try:
@@ -627,7 +651,7 @@ def _too_slow(check: Check, case: dict, seconds: list[tuple[float, float]]) -> s
             f"{check.timed.against} (at most {check.timed.limit:g} times is allowed){advice}")
 
 
-def _failure(check: Check, what: str, outcome: dict, package: Path | None,
+def _failure(check: Check, what: str, outcome: dict, package: frozenset[str],
              tasks: set[str]) -> tuple[str, str] | None:
     """(the sentence, its public form) for an outcome that is not an output, or None for an output to judge.
     The public form names only what the grader can check, each from a short list it knows: a task of the
@@ -664,10 +688,10 @@ _BUILTIN_EXCEPTIONS = frozenset(name for name, value in vars(builtins).items()
                                 if isinstance(value, type) and issubclass(value, BaseException))
 
 
-def _public_where(where: Any, package: Path | None) -> str:
+def _public_where(where: Any, package: frozenset[str]) -> str:
     """" (in core/tensor.py)" when the box named a file the package holds, else ""."""
     match = _WHERE.match(where) if isinstance(where, str) else None
-    if match is None or package is None or ".." in match[1] or not (package / "tinytorch" / match[1]).is_file():
+    if match is None or ".." in match[1] or match[1] not in package:
         return ""
     return f" (in {match[1]})"
 
@@ -753,7 +777,12 @@ def confine(public: str, what: str, known: frozenset[str] | set[str]) -> str:
 
 def grade_stage(plan: Plan, package: Path, *, isolation: str, limits: sandbox.Limits,
                 slot: int = 0, locate: Locate | None = None) -> StageResult:
-    report = run_checks(plan, package, isolation=isolation, limits=limits, slot=slot, locate=locate)
+    return stage_result(plan, run_checks(plan, package, isolation=isolation, limits=limits, slot=slot,
+                                         locate=locate))
+
+
+def stage_result(plan: Plan, report: Report) -> StageResult:
+    """The stage's grade from what its boxes did: judged here, in the trusted process."""
     tests = judge(plan, report)
     notes = [report.import_failure] if report.import_failure else []
     return StageResult(plan.stage.number, sum(t.points for t in tests), plan.max_score, plan.seed, tests, notes,

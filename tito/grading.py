@@ -5,7 +5,6 @@ grader itself is kept apart and reported."""
 from __future__ import annotations
 
 import csv
-import io
 import json
 import os
 import queue
@@ -16,9 +15,12 @@ import sqlite3
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cache
 from pathlib import Path
+from typing import Any, TextIO
 
 from tito import engine, package, sandbox
 from tito.errors import TitoError
@@ -45,6 +47,16 @@ class Grade:
     fault: str = ""  # a fault of the grader, not of the submission: this grade is not to be trusted
     seconds: float = 0.0
     public_notes: list[str] | None = None  # what the student's feedback shows (None: the notes, all trusted words)
+    phases: dict[str, float] = field(default_factory=dict)  # seconds: queued, built, run, judged, recorded
+    worker: str = ""  # where the box ran: "here", or a Dask worker's address
+
+    @classmethod
+    def from_json(cls, data: dict) -> Grade:
+        """A grade as `asdict` wrote it (results.json, the journal)."""
+        known = {f.name for f in fields(cls)}
+        values = {key: value for key, value in data.items() if key in known}
+        values["tests"] = [engine.CheckResult(**test) for test in values.get("tests", [])]
+        return cls(**values)
 
     def feedback_notes(self) -> list[str]:
         return self.notes if self.public_notes is None else self.public_notes
@@ -113,6 +125,12 @@ def redact(root: Path, text: str) -> str:
         if line in text:
             text = text.replace(line, WITHHELD)
     return text
+
+
+def reference_code(stage: Stage) -> str:
+    """The reference's code of a stage, as it stands in for the student's in isolated grading."""
+    with _COMPILING:
+        return _reference_module(stage)[1]
 
 
 @cache
@@ -186,16 +204,48 @@ class Grader:
     slots: queue.Queue
 
     def grade(self, plan: engine.Plan, student: str, notebooks: dict[str, bytes], mode: str,
-              notes: list[str]) -> Grade:
-        started = time.monotonic()
+              notes: list[str], *, remote: Remote | None = None, queued: float | None = None) -> Grade:
+        """Build the package here, run its checks in a box (here, or by `remote` on a worker), judge here.
+        `queued`: when the job was queued (monotonic), for its phase times."""
+        picked = time.monotonic()
 
         def zero(note: str) -> Grade:
             tests = [engine.CheckResult(c.name, c.task, 0, c.points, False, note, note) for c in plan.checks]
-            return Grade(student, plan.stage.number, mode, 0, plan.max_score, plan.seed, tests, [*notes, note])
+            return Grade(student, plan.stage.number, mode, 0, plan.max_score, plan.seed, tests, [*notes, note],
+                         seconds=time.monotonic() - picked)
 
         if plan.stage.name not in notebooks:
             return zero(f"no notebook for {plan.stage.name} was submitted")
         files, found = package_files(self.root, plan.stage, notebooks, mode)
+        built = time.monotonic()
+        boxed: float | None = None  # seconds the box ran on a worker, within the wait for it
+        if remote is None:
+            report, unwritable, worker = self._run_here(plan, files)
+        else:
+            from tito.cluster import KilledWorkers
+
+            try:
+                report, unwritable, worker, boxed = remote(plan, files)
+            except KilledWorkers as error:
+                return zero(str(error))
+        ran = time.monotonic()
+        waited = 0.0 if boxed is None else max(0.0, ran - built - boxed)
+        if unwritable:
+            return zero(f"the package could not be written from the notebooks ({unwritable})")
+        result = engine.stage_result(plan, report)
+        tests = [replace(t, message=redact(self.root, t.message), public=redact(self.root, t.public))
+                 for t in result.tests]
+        judged = time.monotonic()
+        return Grade(student, plan.stage.number, mode, result.score, result.max_score, plan.seed, tests,
+                     [redact(self.root, note) for note in [*notes, *found, *result.notes]],
+                     public_notes=[redact(self.root, note) for note in [*notes, *found, *result.public_notes]],
+                     seconds=judged - picked, worker=worker,
+                     phases={"queued": round(picked - (queued or picked) + waited, 4),
+                             "built": round(built - picked, 4), "run": round(ran - built - waited, 4),
+                             "judged": round(judged - ran, 4)})
+
+    def _run_here(self, plan: engine.Plan, files: dict[str, str]) -> tuple[engine.Report, str, str]:
+        """(what the boxes did, why the package could not be written or "", where it ran)."""
         job = Path(tempfile.mkdtemp(prefix="submission-", dir=self.scratch))
         slot = self.slots.get()
         try:
@@ -203,18 +253,17 @@ class Grader:
                 with _COMPILING:  # it parses each file to find its public names
                     package.write_package(job, files)
             except (TitoError, OSError, ValueError, RecursionError) as error:
-                return zero(f"the package could not be written from the notebooks ({_sentence(error)})")
+                return engine.Report(), _sentence(error), "here"
             sandbox.box_view(job, slot)  # readable by this slot's box user alone
-            result = engine.grade_stage(plan, job, isolation=self.isolation, limits=self.limits, slot=slot)
+            return engine.run_checks(plan, job, isolation=self.isolation, limits=self.limits, slot=slot), "", "here"
         finally:
             self.slots.put(slot)
             shutil.rmtree(job, ignore_errors=True)
-        tests = [replace(t, message=redact(self.root, t.message), public=redact(self.root, t.public))
-                 for t in result.tests]
-        return Grade(student, plan.stage.number, mode, result.score, result.max_score, plan.seed, tests,
-                     [redact(self.root, note) for note in [*notes, *found, *result.notes]],
-                     public_notes=[redact(self.root, note) for note in [*notes, *found, *result.public_notes]],
-                     seconds=time.monotonic() - started)
+
+
+# runs a job's checks elsewhere (a Dask worker): (plan, package files) -> (report, why the package could not be
+# written or "", the worker, the seconds its box ran there)
+Remote = Callable[[engine.Plan, dict[str, str]], tuple[engine.Report, str, str, float]]
 
 
 def _sentence(error: BaseException) -> str:
@@ -250,57 +299,66 @@ def markdown_text(text: str) -> str:
     return printable("&#32;" * (len(escaped) - len(stripped)) + stripped)
 
 
-def write_reports(out: Path, grades: list[Grade], plans: dict[str, engine.Plan], isolation: str,
-                  key_source: str) -> None:
+def write_reports(out: Path, grades: Iterable[Grade], plans: dict[str, Any], isolation: str, key_source: str) -> None:
     """grades.csv, results.json, summary.md and feedback/<student>.md in `out`, the instructor's alone: the
-    folders 0700 and every file 0600 from its first byte, whatever was there before."""
+    folders 0700 and every file 0600 from its first byte, whatever was there before. `grades` is read once, in
+    one pass, and never held whole (13,000 grades of a course are a few hundred megabytes of messages): each
+    file is streamed to a new file renamed into place, and a student's feedback is written once their grades
+    (consecutive in `grades`) end."""
     private_folder(out)  # grades, every check's message, every student's feedback
-    table = io.StringIO(newline="")
-    writer = csv.writer(table)
-    writer.writerow(["student", "stage", "mode", "score", "max_score", "seed", "status"])
-    for grade in grades:
-        writer.writerow([spreadsheet_cell(str(cell)) for cell in (
-            grade.student, grade.stage, grade.mode, f"{grade.score:g}", f"{grade.max_score:g}", grade.seed,
-            "grader fault" if grade.fault else "graded")])
-    _write_private(out / "grades.csv", table.getvalue())
-    _write_private(out / "results.json", json.dumps({
-        "protection": isolation, "protection_words": sandbox.describe(isolation), "seed_from": key_source,
-        "seeds": {number: plan.seed for number, plan in plans.items()},
-        "grades": [asdict(g) for g in grades]}, indent=1))
     feedback = out / "feedback"
     private_folder(feedback)
-    for student in dict.fromkeys(g.student for g in grades):
-        lines = [f"# Feedback for {markdown_text(student)}", ""]
-        for grade in (g for g in grades if g.student == student):
-            lines.append(f"## Stage {grade.stage} ({grade.mode}): {grade.score:g}/{grade.max_score:g}")
+    failures: dict[tuple[str, str], dict[str, int]] = {}  # (stage, mode) -> check -> failed by
+    totals: dict[tuple[str, str], list[float]] = {}  # (stage, mode) -> [sum of scores, count]
+    faults: list[str] = []
+    student: str | None = None
+    sections: list[str] = []
+    with _private_stream(out / "grades.csv") as table, _private_stream(out / "results.json") as results:
+        writer = csv.writer(table)
+        writer.writerow(CSV_HEADER)
+        results.write(json.dumps({"protection": isolation, "protection_words": sandbox.describe(isolation),
+                                  "seed_from": key_source,
+                                  "seeds": {number: plan.seed for number, plan in plans.items()}},
+                                 indent=1)[:-2] + ',\n "grades": [')
+        first = True
+        for grade in grades:
+            writer.writerow(csv_row(grade))
+            results.write(("\n" if first else ",\n") + json.dumps(asdict(grade)))
+            first = False
+            if grade.student != student:
+                if student is not None:
+                    write_feedback(feedback, student, sections)
+                student, sections = grade.student, []
+            sections.append(feedback_section(grade))
             if grade.fault:
-                lines.append("- not graded yet: the grader failed on this submission; your instructor will regrade it")
-            lines += [f"- note: {markdown_text(note)}" for note in dict.fromkeys(grade.feedback_notes())]
-            lost = [t for t in grade.tests if not t.passed]
-            lines += [f"- task {t.task}, {t.id} ({t.max_points:g} points): {t.public}" for t in lost if t.public]
-            if not lost:
-                lines.append("- every check passed")
-            lines.append("")
-        _write_private(feedback / feedback_filename(student), "\n".join(lines))
+                faults.append(f"- {markdown_text(grade.student)}, stage {grade.stage} ({grade.mode}): "
+                              f"{markdown_text(grade.fault)}")
+                continue
+            total = totals.setdefault((grade.stage, grade.mode), [0.0, 0])
+            total[0] += grade.score
+            total[1] += 1
+            failed = failures.setdefault((grade.stage, grade.mode), {})
+            for test in grade.tests:
+                if not test.passed:
+                    failed[test.id] = failed.get(test.id, 0) + 1
+        results.write("\n]}\n")
+    if student is not None:
+        write_feedback(feedback, student, sections)
     lines = ["# Class summary", "", f"Protection in force: {sandbox.describe(isolation)}.",
              f"Seeds: {', '.join(f'stage {n} {p.seed}' for n, p in plans.items())} (course key from {key_source}).", ""]
-    faults = [g for g in grades if g.fault]
     if faults:
-        lines += ["## Grader faults (regrade these)", ""]
-        lines += [f"- {markdown_text(g.student)}, stage {g.stage} ({g.mode}): {markdown_text(g.fault)}" for g in faults]
-        lines.append("")
+        lines += ["## Grader faults (regrade these)", "", *faults, ""]
     for number, plan in plans.items():
-        stage_grades = [g for g in grades if g.stage == number and not g.fault]
-        for mode in dict.fromkeys(g.mode for g in stage_grades):
-            chosen = [g for g in stage_grades if g.mode == mode]
-            mean = sum(g.score for g in chosen) / max(1, len(chosen))
-            lines += [f"## Stage {number} ({mode}): mean {mean:.1f}/{plan.max_score:g} over {len(chosen)} submissions",
-                      "", "| check | task | failed by |", "|---|---|---|"]
-            failures = {c.name: sum(not t.passed for g in chosen for t in g.tests if t.id == c.name)
-                        for c in plan.checks}
-            for check in sorted(plan.checks, key=lambda c: -failures[c.name]):
-                if failures[check.name]:
-                    lines.append(f"| {check.name} | {check.task} | {failures[check.name]} of {len(chosen)} |")
+        for mode in MODES:
+            if (number, mode) not in totals:
+                continue
+            scored, count = totals[number, mode]
+            failed = failures.get((number, mode), {})
+            lines += [f"## Stage {number} ({mode}): mean {scored / max(1, count):.1f}/{plan.max_score:g} over "
+                      f"{count:g} submissions", "", "| check | task | failed by |", "|---|---|---|"]
+            for check in sorted(plan.checks, key=lambda c: -failed.get(c.name, 0)):
+                if failed.get(check.name):
+                    lines.append(f"| {check.name} | {check.task} | {failed[check.name]} of {count:g} |")
             lines.append("")
     _write_private(out / "summary.md", "\n".join(lines))
     for folder, folders, files in os.walk(out):  # what an earlier run, or anyone, left there (links not followed)
@@ -312,17 +370,53 @@ def write_reports(out: Path, grades: list[Grade], plans: dict[str, engine.Plan],
                 os.chmod(os.path.join(folder, name), 0o600)
 
 
-def _write_private(path: Path, text: str) -> None:
-    """`text` as the file `path`, the instructor's (0600) from its first byte: written to a new file beside
-    it and renamed over it, so a file or a link already there is replaced, never written through."""
-    descriptor, scratch = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # mode 0600
+CSV_HEADER = ["student", "stage", "mode", "score", "max_score", "seed", "status"]
+
+
+def csv_row(grade: Grade) -> list[str]:
+    return [spreadsheet_cell(str(cell)) for cell in (
+        grade.student, grade.stage, grade.mode, f"{grade.score:g}", f"{grade.max_score:g}", grade.seed,
+        "grader fault" if grade.fault else "graded")]
+
+
+def feedback_section(grade: Grade) -> str:
+    """A grade as its student's feedback shows it: the score, the notes and one line per check lost."""
+    lines = [f"## Stage {grade.stage} ({grade.mode}): {grade.score:g}/{grade.max_score:g}"]
+    if grade.fault:
+        lines.append("- not graded yet: the grader failed on this submission; your instructor will regrade it")
+    lines += [f"- note: {markdown_text(note)}" for note in dict.fromkeys(grade.feedback_notes())]
+    lost = [t for t in grade.tests if not t.passed]
+    lines += [f"- task {t.task}, {t.id} ({t.max_points:g} points): {t.public}" for t in lost if t.public]
+    if not lost:
+        lines.append("- every check passed")
+    return "\n".join(lines) + "\n"
+
+
+def write_feedback(folder: Path, student: str, sections: list[str]) -> None:
+    _write_private(folder / feedback_filename(student),
+                   "\n".join([f"# Feedback for {markdown_text(student)}\n", *sections]))
+
+
+@contextmanager
+def _private_stream(path: Path) -> Iterator[TextIO]:
+    """A text stream to a new file beside `path` (0600 from its first byte), renamed over `path` when the
+    block ends well, removed when it does not: a file or link already there is replaced, never written
+    through, and never left half written."""
+    descriptor, scratch = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8", errors="backslashreplace", newline="") as stream:
-            stream.write(text)
+            yield stream
         os.replace(scratch, path)
     except BaseException:
         Path(scratch).unlink(missing_ok=True)
         raise
+
+
+def _write_private(path: Path, text: str) -> None:
+    """`text` as the file `path`, the instructor's (0600) from its first byte: written to a new file beside
+    it and renamed over it, so a file or a link already there is replaced, never written through."""
+    with _private_stream(path) as stream:
+        stream.write(text)
 
 
 def compare_gradebook(path: Path, grades: list[Grade], names: dict[str, str]) -> tuple[list[str], int]:

@@ -72,6 +72,17 @@ def parser() -> argparse.ArgumentParser:
     course_commands = course.add_subparsers(dest="course_command", required=True, metavar="ACTION")
     course_init = course_commands.add_parser("init", help="create or update the course in DIR")
     course_init.add_argument("directory", metavar="DIR")
+    course_autograde = course_commands.add_parser(
+        "autograde", help="autograde a module's submissions in parallel, through nbgrader's own autograde")
+    course_autograde.add_argument("stage", metavar="NN", help="the module (assignment) to autograde, e.g. 01")
+    course_autograde.add_argument("--course", metavar="DIR", default=".", help="the course folder (default: here)")
+    course_autograde.add_argument("-j", "--jobs", type=_count, default=os.cpu_count() or 1,
+                                  help="submissions autograded at once on this machine")
+    course_autograde.add_argument("--scheduler", metavar="ADDRESS",
+                                  help="autograde on a Dask cluster (tcp://HOST:PORT) instead of here")
+    course_autograde.add_argument("--student", action="append", metavar="NAME", help="only this student (repeat)")
+    course_autograde.add_argument("--force", action="store_true",
+                                  help="autograde again the submissions already autograded and unchanged")
 
     grade = commands.add_parser("grade", help="official grades for a class, judged outside the students' code")
     grade.add_argument("submissions", metavar="SUBMISSIONS",
@@ -89,6 +100,12 @@ def parser() -> argparse.ArgumentParser:
     grade.add_argument("--seed", type=int, help="course key for the drawn cases (default: the course's own, kept "
                                                 "in the course or output folder; always recorded)")
     grade.add_argument("--student", action="append", metavar="NAME", help="grade only this student (repeat)")
+    grade.add_argument("--scheduler", metavar="ADDRESS",
+                       help="run the boxes on a Dask cluster (tcp://HOST:PORT); this process still plans, judges "
+                            "and records every grade (needs the cluster extra: pip install 'tinytorch[cluster]')")
+    grade.add_argument("--milestone", choices=["gpt"],
+                       help="rank the class: train each student's own GPT in the sandbox (leaderboard.csv)")
+    grade.add_argument("--steps", type=_count, help="with --milestone gpt: training steps (default: the judged 1500)")
     grade.add_argument("--unsafe-no-sandbox", action="store_true",
                        help="grade without bubblewrap: student code runs with your rights (never on real work)")
     return top
@@ -115,13 +132,18 @@ def _dispatch(args: argparse.Namespace) -> int:
         from tito.commands.mutants import mutants
         return mutants(args.stage, count=args.count, jobs=args.jobs, seed=args.seed)
     if args.command == "course":
+        if args.course_command == "autograde":
+            from tito.commands.course import autograde
+            return autograde(args.stage, course=Path(args.course), jobs=args.jobs, scheduler=args.scheduler,
+                             students=args.student, force=args.force)
         from tito.commands.course import init
         return init(Path(args.directory))
     from tito.commands.grade import grade
     return grade(Path(args.submissions), stages=args.stage, isolated=args.isolated, jobs=args.jobs,
                  out=Path(args.out) if args.out else None, timeout=args.timeout, memory_mb=args.memory_mb,
                  examples=args.examples, seed=args.seed, students=args.student,
-                 unsafe_no_sandbox=args.unsafe_no_sandbox)
+                 unsafe_no_sandbox=args.unsafe_no_sandbox, scheduler=args.scheduler, milestone=args.milestone,
+                 steps=args.steps)
 
 
 def main(argv: list[str] | None = None) -> int:

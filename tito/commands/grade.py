@@ -7,22 +7,49 @@ results.json into the output folder.
 
 from __future__ import annotations
 
+import os
 import queue
 import shutil
+import signal
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 from tito import console, engine, grading, sandbox, submissions
+from tito import jobs as jobs_
 from tito.errors import TitoError
-from tito.project import find_root
+from tito.project import Stage, find_root, stages_up_to
 from tito.project import stage as find_stage
 from tito.project import stages as all_stages
 
 
 def grade(where: Path, *, stages: list[str] | None = None, isolated: bool = False, jobs: int = 1,
           out: Path | None = None, timeout: float = 300.0, memory_mb: int = 4096, examples: int | None = None,
-          seed: int | None = None, students: list[str] | None = None, unsafe_no_sandbox: bool = False) -> int:
+          seed: int | None = None, students: list[str] | None = None, unsafe_no_sandbox: bool = False,
+          scheduler: str | None = None, milestone: str | None = None, steps: int | None = None) -> int:
+    previous = signal.signal(signal.SIGTERM, _interrupt) if threading.current_thread() is threading.main_thread() \
+        else None
+    try:
+        return _grade(where, stages=stages, isolated=isolated, jobs=jobs, out=out, timeout=timeout,
+                      memory_mb=memory_mb, examples=examples, seed=seed, students=students,
+                      unsafe_no_sandbox=unsafe_no_sandbox, scheduler=scheduler, milestone=milestone, steps=steps)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM as Ctrl-C: the run stops the same way (the scratch folders removed, what finished written)."""
+    raise KeyboardInterrupt
+
+
+def _grade(where: Path, *, stages: list[str] | None, isolated: bool, jobs: int, out: Path | None, timeout: float,
+           memory_mb: int, examples: int | None, seed: int | None, students: list[str] | None,
+           unsafe_no_sandbox: bool, scheduler: str | None, milestone: str | None, steps: int | None) -> int:
     root = find_root()
     where = where.resolve()
     out = out.resolve() if out else where.parent / f"{where.name}-grades"
@@ -61,34 +88,59 @@ def grade(where: Path, *, stages: list[str] | None = None, isolated: bool = Fals
         submission.notebooks = {name: data for name, data in submission.notebooks.items() if name in graded}
     key, key_source = grading.course_key(course, out, seed)
     limits = sandbox.Limits(memory_bytes=memory_mb << 20, wall_seconds=timeout)
-    console.info(f"grading {len(found)} submissions on stages {', '.join(s.number for s in chosen)} with -j {jobs}")
+    where_words = f"on the Dask cluster at {scheduler}" if scheduler else f"with -j {jobs}"
+    console.info(f"grading {len(found)} submissions on stages {', '.join(s.number for s in chosen)} {where_words}")
     console.info(f"protection: {sandbox.describe(isolation)}")
     if isolation == "none":
         console.warn("student code is not isolated from the files of this machine (--unsafe-no-sandbox)")
+    coordinator = None
     scratch = Path(tempfile.mkdtemp(prefix="tito-grade-"))
     scratch.chmod(0o711)  # crossable by the box's user, not listable: its job folders have unguessable names
     try:
-        plans = {stage.number: engine.make_plan(stage, seed=engine.stage_seed(key, stage), jobs=scratch,
-                                                examples=examples) for stage in chosen}
+        # drawn before any Dask client exists in this process: with one, hypothesis drew one of 01's integers
+        # otherwise (and the workers are sent these cases, never drawing their own)
+        plans = {stage.number: _plan(stage, engine.stage_seed(key, stage), scratch, examples, out) for stage in chosen}
+        if scheduler:
+            from tito import cluster
+
+            coordinator = cluster.Coordinator(cluster.client(scheduler), scheduler)
+            coordinator.configure(examples=examples, isolation=isolation, limits=limits)
         console.info(f"seeds: {', '.join(f'{n} {p.seed}' for n, p in plans.items())} (course key from {key_source})")
         # an nbgrader course is graded as its judge grades: each module on its own
         modes = ("isolated",) if course is not None else grading.MODES if isolated else ("cumulative",)
-        work = [(plans[s.number], name, mode) for name in found for s in chosen for mode in modes
+        work = [jobs_.Job(plans[s.number], name, mode) for name in found for s in chosen for mode in modes
                 if course is None or s.name in found[name].notebooks]  # a course: what was submitted
+        settings = f"{isolation}/{limits.memory_bytes}/{limits.wall_seconds}"
+        for job in work:
+            job.digest = _digest(root, job, found[job.student], settings)
+        journal = jobs_.Journal(out)
+        todo = [job for job in work if not journal.done(job)]
+        if len(todo) < len(work):
+            console.info(f"{len(work) - len(todo)} grades are kept from the last run into {out} (nothing they "
+                         f"depend on changed); grading the {len(todo)} others")
         slots: queue.Queue = queue.Queue()
         for slot in range(jobs):
             slots.put(slot)
         grader = grading.Grader(root, isolation, limits, scratch, slots)
-        grades = _grade_all(grader, work, found, jobs)
+        finished, stopped = _run(grader, todo, work, found, jobs, journal, out, coordinator)
     finally:
+        if coordinator is not None:
+            coordinator.close()
         shutil.rmtree(scratch, ignore_errors=True)
     try:
-        grading.write_reports(out, grades, plans, isolation, key_source)
+        journal.compact(work)
+        grading.write_reports(out, journal.grades(work), plans, isolation, key_source)
+        _write_page(out, journal, work, plans, found, isolation)
     except OSError as error:
         raise TitoError(f"the reports could not be written to {out} ({error.strerror}): make it writable, or "
                         f"pass --out, and grade again (the submissions were not changed)", code=1) from None
-    written = f"{out / 'grades.csv'}, {out / 'summary.md'}, {out / 'results.json'} and {len(found)} files in " \
-              f"{out / 'feedback'}"
+    finally:
+        journal.close()
+    if stopped:
+        raise stopped
+    grades = list(_light(journal, work))
+    written = f"{out / 'grades.csv'}, {out / 'summary.md'}, {out / 'results.json'}, {out / 'report.html'} and " \
+              f"{len(found)} files in {out / 'feedback'}"
     unreadable = ""
     if course is not None and (course / "gradebook.db").exists():
         names = {stage.number: stage.name for stage in all_stages(root)}
@@ -118,6 +170,178 @@ def grade(where: Path, *, stages: list[str] | None = None, isolated: bool = Fals
     return 0
 
 
+CASES = ".tito-cases"  # in the output folder: each plan's cases as first drawn, for every regrade into it
+
+
+def _plan(stage: Stage, seed: int, scratch: Path, examples: int | None, out: Path) -> engine.Plan:
+    """The stage's plan, its cases those the first run into `out` drew with the same fingerprint (so a rerun
+    grades what is missing on the same cases as the grades it keeps), else drawn now and kept there."""
+    from tito.shipped import wire
+
+    kept = out / CASES / f"{stage.name}-{engine.fingerprint(stage, seed, examples)}.json"
+    cases = None
+    if kept.is_file() and not kept.is_symlink():
+        try:
+            cases = wire.loads(kept.read_text(encoding="utf-8"))
+        except (ValueError, OSError):
+            cases = None
+    plan = engine.make_plan(stage, seed=seed, jobs=scratch, examples=examples, cases=cases)
+    if cases is None:
+        grading.private_folder(out)
+        grading.private_folder(kept.parent)
+        grading._write_private(kept, wire.dumps(plan.cases))
+    return plan
+
+
+def _digest(root: Path, job: jobs_.Job, submission: submissions.Submission, settings: str) -> str:
+    earlier = stages_up_to(root, job.plan.stage)
+    reference = {} if job.mode == "cumulative" else \
+        {stage.name: grading.reference_code(stage) for stage in earlier if stage != job.plan.stage}
+    read = {stage.name for stage in earlier} - set(reference)
+    notebooks = {name: data for name, data in submission.notebooks.items() if name in read}
+    return jobs_.digest(job, notebooks, submission.notes, reference, settings)
+
+
+def _light(journal: jobs_.Journal, work: list[jobs_.Job]) -> Iterator[grading.Grade]:
+    """Each grade without its checks' messages (what the summary table and the gradebook comparison need)."""
+    for grade in journal.grades(work):
+        yield replace(grade, tests=[replace(t, message="", public="") for t in grade.tests], notes=[],
+                      public_notes=None)
+
+
+def _run(grader: grading.Grader, todo: list[jobs_.Job], work: list[jobs_.Job], found: dict, jobs: int,
+         journal: jobs_.Journal, out: Path, coordinator: Any) -> tuple[int, TitoError | None]:
+    """Grade `todo`, recording each grade as it ends. Returns (how many finished, the error that stopped the run
+    or None)."""
+    from rich.progress import Progress, TextColumn
+    from threadpoolctl import threadpool_limits
+
+    progress = jobs_.Progress(len(todo))
+    feedback = out / "feedback"
+    grading.private_folder(feedback)
+    table = _CsvRows(out / "grades.csv")
+    finished = 0
+    if coordinator is not None:
+        coordinator.watch(progress)
+
+    def run_one(job: jobs_.Job, progress: jobs_.Progress) -> grading.Grade:
+        label = f"{job.student}/{job.plan.stage.number}/{job.mode}"
+        remote = None
+        if coordinator is None:
+            progress.started(label)
+        else:
+            remote = coordinator.remote(label)
+        submission = found[job.student]
+        try:
+            return grader.grade(job.plan, job.student, submission.notebooks, job.mode, submission.notes,
+                                remote=remote, queued=job.queued)
+        finally:
+            with progress.lock:
+                progress.running.discard(label)
+
+    def record(job: jobs_.Job, grade: grading.Grade) -> None:
+        nonlocal finished
+        started = time.monotonic()
+        table.add(grading.csv_row(grade))
+        theirs = [grade if other is job else journal.grade(other.key) if journal.done(other) else None
+                  for other in work_of[job.student]]
+        grading.write_feedback(feedback, job.student, [grading.feedback_section(g) for g in theirs if g is not None])
+        grade.phases["recorded"] = round(time.monotonic() - started, 4)
+        journal.add(job, grade)
+        finished += 1
+        progress.done += 1
+        progress.failed += bool(grade.fault)
+        if grade.fault:
+            console.error(f"could not grade {submissions.printable(grade.student)}, stage {grade.stage} "
+                          f"({grade.mode}): {grade.fault}")
+
+    work_of: dict[str, list[jobs_.Job]] = {}
+    for job in work:
+        work_of.setdefault(job.student, []).append(job)
+    stopped: TitoError | None = None
+    threads = jobs if coordinator is None else max(4, 2 * _cluster_threads(coordinator))
+    # the judges run in this process's threads, side by side: numpy's BLAS on one thread each (OpenBLAS
+    # called from several threads at once, each wanting all cores, can spin for minutes)
+    with threadpool_limits(limits=1), Progress(TextColumn("grading"), *Progress.get_default_columns()[1:],
+                                               TextColumn("{task.description}"), console=console.err,
+                                               transient=True) as bar:
+        task = bar.add_task("", total=len(todo))
+
+        def show(words: str) -> None:
+            bar.update(task, completed=progress.done, description=words)
+
+        def stop() -> None:
+            if coordinator is not None:
+                coordinator.stop()
+            jobs_.kill_boxes()
+
+        try:
+            completed = jobs_.run_all(todo, run_one, threads=threads, record=record, progress=progress, stop=stop,
+                                      show=show, fatal=(_lost(),))
+        except _lost():
+            stopped = TitoError(f"the Dask scheduler at {coordinator.address} went away: the {finished} "
+                                f"grades finished are in {out}; start the scheduler again and run the same command "
+                                f"to grade the {len(todo) - finished} left", code=1)
+            completed = True
+        table.close()
+    if not completed:
+        stopped = jobs_.interrupted(out, finished, len(todo) - finished)
+    return finished, stopped
+
+
+def _lost() -> type[Exception]:
+    from tito.cluster import SchedulerLost  # distributed itself is imported only with --scheduler
+
+    return SchedulerLost
+
+
+def _cluster_threads(coordinator: Any) -> int:
+    try:
+        workers = coordinator.client.scheduler_info().get("workers", {})
+        return max(1, sum(int(w.get("nthreads", 1)) for w in workers.values()))
+    except Exception:  # noqa: BLE001
+        return 2
+
+
+class _CsvRows:
+    """grades.csv as the run goes: one row per grade as it ends (written again in order at the end)."""
+
+    def __init__(self, path: Path) -> None:
+        import csv
+
+        if path.is_symlink():
+            path.unlink()
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        os.fchmod(descriptor, 0o600)
+        self.stream = os.fdopen(descriptor, "w", encoding="utf-8", errors="backslashreplace", newline="")
+        self.writer = csv.writer(self.stream)
+        self.writer.writerow(grading.CSV_HEADER)
+        self.stream.flush()
+
+    def add(self, row: list[str]) -> None:
+        self.writer.writerow(row)
+        self.stream.flush()
+
+    def close(self) -> None:
+        self.stream.close()
+
+
+def _write_page(out: Path, journal: jobs_.Journal, work: list[jobs_.Job], plans: dict, found: dict,
+                isolation: str) -> None:
+    """report.html: the class at a glance, when tito.report is there."""
+    try:
+        from tito import report
+    except ImportError:
+        return
+    meta = {"title": f"TinyTorch grades of {len(found)} students", "protection": sandbox.describe(isolation),
+            "seeds": {number: plan.seed for number, plan in plans.items()},
+            "stages": {number: {"name": plan.stage.name, "max_score": plan.max_score,
+                                "checks": [{"id": c.name, "task": c.task, "points": c.points} for c in plan.checks]}
+                       for number, plan in plans.items()},
+            "students": sorted(found)}
+    report.write_report(out, (asdict(grade) for grade in journal.grades(work)), meta)
+
+
 def _course_of(where: Path) -> Path | None:
     """The nbgrader course folder when `where` is one (or its submitted/ folder), else None: known from the
     instructor's files (the course's nbgrader_config.py beside submitted/), never from a student's."""
@@ -126,29 +350,6 @@ def _course_of(where: Path) -> Path | None:
                 (candidate / "nbgrader_config.py").is_file():
             return candidate
     return None
-
-
-def _grade_all(grader: grading.Grader, work: list, found: dict, jobs: int) -> list[grading.Grade]:
-    from rich.progress import Progress
-    from threadpoolctl import threadpool_limits
-
-    grades = []
-    # the judges run in this process's threads, side by side: numpy's BLAS on one thread each (OpenBLAS
-    # called from several threads at once, each wanting all cores, can spin for minutes)
-    with threadpool_limits(limits=1), Progress(console=console.err, transient=True) as progress, \
-            ThreadPoolExecutor(jobs) as pool:
-        task = progress.add_task("grading", total=len(work))
-        futures = [pool.submit(grader.grade, plan, name, found[name].notebooks, mode, found[name].notes)
-                   for plan, name, mode in work]
-        for (plan, name, mode), future in zip(work, futures):
-            try:
-                grades.append(future.result())
-            except Exception as error:  # a fault of the grader: the row stays, marked, and the run says so
-                grades.append(grading.fault_grade(plan, name, mode, error))
-                console.error(f"could not grade {submissions.printable(name)}, stage {plan.stage.number} "
-                              f"({mode}): {grades[-1].fault}")
-            progress.advance(task)
-    return grades
 
 
 def _print_summary(grades: list[grading.Grade]) -> None:
