@@ -264,3 +264,45 @@ def test_a_rerun_grades_only_what_is_missing_or_changed(small_class, graded_here
     assert after["cy/01/cumulative"]["score"] < FULL
     code, _, err = finish(start("grade", str(folder), "--out", str(out), "-j", "2", *FLAGS, tmp=tmp_path / "tmp"))
     assert code == 0 and "7 grades are kept" in err and "grading the 0 others" in err
+
+
+def full_course(folder: Path, student: str, *, skip: set[str] = frozenset(), stub: set[str] = frozenset()) -> None:
+    """A student's folder of all 13 notebooks, filled with the reference (but those in `stub`; none of `skip`)."""
+    from student import fill
+
+    for module in sorted((REPO / "modules").iterdir()):
+        if not module.is_dir() or module.name in skip:
+            continue
+        path = folder / student / f"{module.name}.ipynb"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(module / f"{module.name}.ipynb", path)
+        if module.name not in stub:
+            fill(path, REPO / "solutions" / module.name / f"{module.name}.py")
+
+
+def test_the_gpt_leaderboard_is_trained_on_the_cluster_and_ranked_by_the_grader(tmp_path):
+    """Each student's own GPT trained in a box on a worker, judged and ranked here: those that cannot train are
+    ranked last with their reason; the ranking is in leaderboard.csv and report.html."""
+    folder = tmp_path / "submitted"
+    full_course(folder, "ann_full")
+    full_course(folder, "bob_stubs_13", stub={"13_transformer"})
+    full_course(folder, "cy_without_13", skip={"13_transformer"})
+    out = tmp_path / "grades"
+    with LocalCluster(2, logs=tmp_path / "dask") as cluster:
+        code, stdout, err = finish(start("grade", str(folder), "--out", str(out), "--scheduler", cluster.address,
+                                         "--milestone", "gpt", "--steps", "20", "--seed", "7", tmp=tmp_path / "tmp"))
+    assert code == 0, err
+    table = rows_of(out / "leaderboard.csv")
+    assert [row["student"] for row in table] == ["ann_full", "bob_stubs_13", "cy_without_13"]
+    first, *last = table
+    assert first["rank"] == "1" and 0 < float(first["validation_loss"]) < 4.43  # log(84): a uniform guess
+    assert all(row["rank"] == "2" and not row["validation_loss"] and row["reason"] for row in last)
+    assert "no notebook for 13_transformer was submitted" in last[1]["reason"]
+    page = (out / "report.html").read_text()
+    assert "ann_full" in page and "leaderboard" in page.lower()
+    assert "GPT leaderboard (20 steps)" in stdout
+
+
+def rows_of(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8", newline="") as stream:
+        return list(csv.DictReader(stream))

@@ -244,6 +244,11 @@ class Coordinator:
 
         return run
 
+    def gpt(self, files: dict[str, str], steps: int, seed: int, label: str) -> Any:
+        """A student's GPT trained on a worker: the box's Evidence (tito.leaderboard), judged by the caller."""
+        return self._wait(self.client.submit(run_gpt, files, steps, seed, self.limits, self.isolation, label,
+                                             key=job_key(f"gpt/{label}")))
+
     def configure(self, *, examples: int | None, isolation: str, limits: Any) -> None:
         self.examples, self.isolation, self.limits = examples, isolation, limits
         self.scattered: dict[str, Any] = {}
@@ -260,7 +265,7 @@ class Coordinator:
                     _same, wire.dumps(plan.cases), key=f"tito-cases-{plan.fingerprint}-{uuid.uuid4().hex[:8]}")
             return self.scattered[plan.fingerprint]
 
-    def _wait(self, future: Any) -> BoxOutcome:
+    def _wait(self, future: Any) -> Any:
         from distributed import KilledWorker
 
         with self.lock:
@@ -325,3 +330,19 @@ def job_key(label: str) -> str:
     import hashlib
 
     return f"tito-box-{hashlib.sha256(label.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}-{uuid.uuid4().hex[:12]}"
+
+
+def run_gpt(files: dict[str, str], steps: int, seed: int, limits: Any, isolation: str, label: str) -> Any:
+    """One student's GPT trained in a box on this worker (tito.leaderboard.train); the coordinator judges."""
+    from tito import leaderboard, sandbox
+
+    worker = _worker_name()
+    _event("started", label, worker)
+    if isolation == "bwrap" and not sandbox.bwrap_available():
+        raise RuntimeError(f"the worker {worker} cannot build a bubblewrap sandbox: install bubblewrap there")
+    slot = _slot()
+    try:
+        return leaderboard.train(files, steps=steps, seed=seed, limits=limits, isolation=isolation, slot=slot,
+                                 scratch=_scratch())
+    finally:
+        _free(slot)

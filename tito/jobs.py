@@ -172,15 +172,14 @@ class Progress:
                 f"failed {self.failed}")
 
 
-RunOne = Callable[[Job, Progress], grading.Grade]
-
-
-def run_all(jobs: list[Job], run_one: RunOne, *, threads: int, record: Callable[[Job, grading.Grade], None],
-            progress: Progress, stop: Callable[[], None], show: Callable[[str], None],
-            fatal: tuple[type[Exception], ...] = ()) -> bool:
+def run_all(jobs: list[Any], run_one: Callable[[Any, Progress], Any], *, threads: int,
+            record: Callable[[Any, Any], None], progress: Progress, stop: Callable[[], None],
+            show: Callable[[str], None], fatal: tuple[type[Exception], ...] = (),
+            fault: Callable[[Any, Exception], Any] | None = None) -> bool:
     """Run `jobs` on `threads` threads, recording each grade as it ends (in this thread: one writer). Returns
     False when interrupted (Ctrl-C, SIGTERM): then `stop` ends what runs, and what had not finished is dropped.
-    A job raising one of `fatal` (the scheduler lost) stops the run the same way, and is raised here."""
+    A job raising one of `fatal` (the scheduler lost) stops the run the same way, and is raised here; any other
+    exception is a fault of the grader, recorded as `fault` words it (by default a grade marked so)."""
     previous = signal.getsignal(signal.SIGTERM)
 
     def terminate(signum: int, frame: Any) -> None:
@@ -192,15 +191,16 @@ def run_all(jobs: list[Job], run_one: RunOne, *, threads: int, record: Callable[
     stopping = threading.Event()
     pool = ThreadPoolExecutor(threads)
 
-    def guarded(job: Job) -> grading.Grade | None:
+    def guarded(job: Any) -> Any:
         if stopping.is_set():
             return None
         return run_one(job, progress)
 
-    pending: dict[Future, Job] = {}
+    pending: dict[Future, Any] = {}
     try:
         for job in jobs:
-            job.queued = time.monotonic()
+            if isinstance(job, Job):
+                job.queued = time.monotonic()
             pending[pool.submit(guarded, job)] = job
         while pending:
             finished, _ = wait(list(pending), timeout=0.5, return_when=FIRST_COMPLETED)
@@ -215,7 +215,8 @@ def run_all(jobs: list[Job], run_one: RunOne, *, threads: int, record: Callable[
                     stop()
                     raise
                 except Exception as error:  # a fault of the grader: the row stays, marked, and the run says so
-                    grade = grading.fault_grade(job.plan, job.student, job.mode, error)
+                    grade = fault(job, error) if fault else grading.fault_grade(job.plan, job.student, job.mode,
+                                                                                 error)
                 if grade is not None:
                     record(job, grade)
             show(progress.words())

@@ -1,8 +1,10 @@
 """`tito grade SUBMISSIONS`: official grades for a whole class, decided by the trusted engine.
 
-Each submission and stage runs in a bubblewrap sandbox that only computes outputs on cases drawn here;
-this process judges them and writes grades.csv, one feedback file per student, summary.md and
-results.json into the output folder.
+Each submission and stage runs in a bubblewrap sandbox that only computes outputs on cases drawn here, in a
+thread of this process or (`--scheduler`) on a Dask worker; this process judges them and writes grades.csv,
+one feedback file per student, summary.md, results.json and report.html into the output folder, each grade
+as it ends (tito.jobs). `--milestone gpt` ranks the class by their own GPTs, trained in the box
+(tito.leaderboard): leaderboard.csv and report.html.
 """
 
 from __future__ import annotations
@@ -54,7 +56,14 @@ def _grade(where: Path, *, stages: list[str] | None, isolated: bool, jobs: int, 
     where = where.resolve()
     out = out.resolve() if out else where.parent / f"{where.name}-grades"
     course = _course_of(where)
-    if stages:
+    if milestone:
+        from tito.milestones import MILESTONES
+
+        if stages:
+            raise TitoError(f"--milestone {milestone} ranks the class by the students' own models and grades no "
+                            "stage: leave out --stage (grade the stages in a run of their own)")
+        chosen = [find_stage(root, MILESTONES[milestone].stage)]
+    elif stages:
         chosen = [find_stage(root, name) for name in stages]
     elif course is not None:  # what nbgrader grades: the released assignments
         chosen = [stage for stage in all_stages(root) if (course / "release" / stage.name).is_dir()]
@@ -63,6 +72,8 @@ def _grade(where: Path, *, stages: list[str] | None, isolated: bool, jobs: int, 
                             "there first, or name the stages with --stage")
     else:
         chosen = all_stages(root)
+    if steps is not None and not milestone:
+        raise TitoError("--steps is the training steps of --milestone gpt: give --milestone gpt too, or leave it out")
     if unsafe_no_sandbox:
         isolation = "none"
     elif sandbox.bwrap_available():
@@ -82,7 +93,7 @@ def _grade(where: Path, *, stages: list[str] | None, isolated: bool, jobs: int, 
                             f"the students there are {', '.join(map(submissions.printable, sorted(found)[:10]))}"
                             f"{' ...' if len(found) > 10 else ''}")
         found = {name: found[name] for name in students}
-    graded = {s.name for s in chosen} if course is not None else \
+    graded = {s.name for s in chosen} if course is not None and not milestone else \
         {s.name for s in all_stages(root) if s.number <= max(c.number for c in chosen)}
     for submission in found.values():  # held until the class is graded: only what grading reads
         submission.notebooks = {name: data for name, data in submission.notebooks.items() if name in graded}
@@ -105,6 +116,8 @@ def _grade(where: Path, *, stages: list[str] | None, isolated: bool, jobs: int, 
 
             coordinator = cluster.Coordinator(cluster.client(scheduler), scheduler)
             coordinator.configure(examples=examples, isolation=isolation, limits=limits)
+        if milestone:
+            return _leaderboard(root, found, key, out, jobs, limits, isolation, steps, scratch, coordinator, plans)
         console.info(f"seeds: {', '.join(f'{n} {p.seed}' for n, p in plans.items())} (course key from {key_source})")
         # an nbgrader course is graded as its judge grades: each module on its own
         modes = ("isolated",) if course is not None else grading.MODES if isolated else ("cumulative",)
@@ -167,6 +180,104 @@ def _grade(where: Path, *, stages: list[str] | None, isolated: bool, jobs: int, 
                         f"stage {faults[0].stage}: {faults[0].fault}", code=1)
     if unreadable:
         raise TitoError(unreadable, code=1)
+    return 0
+
+
+def _leaderboard(root: Path, found: dict, key: str, out: Path, jobs: int, limits: sandbox.Limits, isolation: str,
+                 steps: int | None, scratch: Path, coordinator: Any, plans: dict) -> int:
+    """`--milestone gpt`: every student's own GPT trained in the box, the class ranked by the validation loss
+    judged here (tito.leaderboard); leaderboard.csv written as each run ends, report.html at the end."""
+    from tito import leaderboard
+
+    last = next(plan.stage for plan in plans.values())
+    seed, steps = leaderboard.course_seed(key), steps or leaderboard.JUDGED_STEPS
+    console.info(f"training each student's GPT for {steps} steps in the sandbox (the judged run is "
+                 f"{leaderboard.JUDGED_STEPS}), seed from the course key")
+    grading.private_folder(out)
+    entries: dict[str, leaderboard.Entry] = {}
+    progress = jobs_.Progress(len(found))
+    slots: queue.Queue = queue.Queue()
+    for slot in range(jobs):
+        slots.put(slot)
+
+    def run_one(student: str, progress: jobs_.Progress) -> leaderboard.Entry:
+        label = f"{student}/gpt"
+        submission = found[student]
+        if last.name not in submission.notebooks:
+            return leaderboard.Entry(student, None, f"no notebook for {last.name} was submitted", 0.0, steps)
+        files, _ = grading.package_files(root, last, submission.notebooks, "cumulative")
+        if coordinator is not None:
+            from tito.cluster import KilledWorkers
+
+            try:
+                evidence = coordinator.gpt(files, steps, seed, label)
+            except KilledWorkers as error:
+                return leaderboard.Entry(student, None, str(error), 0.0, steps)
+        else:
+            progress.started(label)
+            slot = slots.get()
+            try:
+                evidence = leaderboard.train(files, steps=steps, seed=seed, limits=limits, isolation=isolation,
+                                             slot=slot, scratch=scratch)
+            finally:
+                slots.put(slot)
+                with progress.lock:
+                    progress.running.discard(label)
+        return leaderboard.judge(student, evidence)
+
+    def record(student: str, entry: leaderboard.Entry) -> None:
+        entries[student] = entry
+        progress.done += 1
+        progress.failed += entry.validation_loss is None
+        leaderboard.write_leaderboard(out, leaderboard.rank(list(entries.values())))
+
+    def fault(student: str, error: Exception) -> leaderboard.Entry:
+        return leaderboard.Entry(student, None, f"grader fault: {grading._sentence(error)}", 0.0, steps)
+
+    if coordinator is not None:
+        coordinator.watch(progress)
+    stopped: TitoError | None = None
+    threads = jobs if coordinator is None else max(4, 2 * _cluster_threads(coordinator))
+    from rich.progress import Progress, TextColumn
+
+    with Progress(TextColumn("training"), *Progress.get_default_columns()[1:], TextColumn("{task.description}"),
+                  console=console.err, transient=True) as bar:
+        task = bar.add_task("", total=len(found))
+
+        def show(words: str) -> None:
+            bar.update(task, completed=progress.done, description=words)
+
+        def stop() -> None:
+            if coordinator is not None:
+                coordinator.stop()
+            jobs_.kill_boxes()
+
+        try:
+            if not jobs_.run_all(sorted(found), run_one, threads=threads, record=record, progress=progress,
+                                 stop=stop, show=show, fatal=(_lost(),) if coordinator else (), fault=fault):
+                stopped = jobs_.interrupted(out, len(entries), len(found) - len(entries))
+        except Exception as error:  # the scheduler lost
+            stopped = TitoError(f"the Dask scheduler went away ({type(error).__name__}): the {len(entries)} runs "
+                                f"finished are in {out / 'leaderboard.csv'}; run the same command again", code=1)
+    ranked = leaderboard.rank(list(entries.values()))
+    leaderboard.write_leaderboard(out, ranked)
+    journal = jobs_.Journal(out)
+    try:
+        _write_page(out, journal, [], plans, found, isolation, leaderboard=leaderboard.as_meta(ranked))
+    finally:
+        journal.close()
+    if stopped:
+        raise stopped
+    from rich.table import Table
+
+    table = Table(title=f"GPT leaderboard ({steps} steps)", title_justify="left")
+    for column in ("rank", "student", "validation loss", "reason"):
+        table.add_column(column)
+    for place, entry in ranked:
+        loss = "" if entry.validation_loss is None else f"{entry.validation_loss:.4f}"
+        table.add_row(str(place), submissions.printable(entry.student), loss, entry.reason)
+    console.out.print(table)
+    console.info(f"wrote {out / 'leaderboard.csv'} and {out / 'report.html'}")
     return 0
 
 
@@ -327,7 +438,7 @@ class _CsvRows:
 
 
 def _write_page(out: Path, journal: jobs_.Journal, work: list[jobs_.Job], plans: dict, found: dict,
-                isolation: str) -> None:
+                isolation: str, leaderboard: list[dict] | None = None) -> None:
     """report.html: the class at a glance, when tito.report is there."""
     try:
         from tito import report
@@ -339,6 +450,8 @@ def _write_page(out: Path, journal: jobs_.Journal, work: list[jobs_.Job], plans:
                                 "checks": [{"id": c.name, "task": c.task, "points": c.points} for c in plan.checks]}
                        for number, plan in plans.items()},
             "students": sorted(found)}
+    if leaderboard is not None:
+        meta["leaderboard"] = leaderboard
     report.write_report(out, (asdict(grade) for grade in journal.grades(work)), meta)
 
 
