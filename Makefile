@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 TITO := $(BIN)/tito
 
-.PHONY: demo test test-fast test-stage lint mutants bench clean
+.PHONY: demo test test-fast test-stage lint mutants bench bench-grading clean
 
 $(BIN)/tito: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -49,6 +49,11 @@ bench: $(BIN)/tito
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(TITO) export --reference
 	PYTHONPATH=build/reference $(BIN)/python benchmarks/bench.py
+
+# Throughput of official grading: a class of 40 graded with -j 1, -j 2 and on a local Dask cluster of 1 and 2
+# workers, the coordinator's overhead per job, and the estimate for a course (benchmarks/grading.py)
+bench-grading: $(BIN)/tito
+	$(BIN)/python benchmarks/grading.py
 
 clean:
 	rm -rf build .tito

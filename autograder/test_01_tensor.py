@@ -873,6 +873,16 @@ def randn_is_standard_normal(tt, case):
     return tt.randn(1000, 100).data
 
 
+def _normal_cdf(x: np.ndarray) -> np.ndarray:
+    """The standard normal's CDF, vectorised: erf by Abramowitz and Stegun's 7.1.26 (error under 1.5e-7, far
+    below the 0.0082 the gap is held to; math.erf over 10^5 samples cost a tenth of a second per case)."""
+    z = np.abs(x) / math.sqrt(2)
+    t = 1 / (1 + 0.3275911 * z)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    erf = 1 - poly * np.exp(-z * z)
+    return 0.5 * (1 + np.sign(x) * erf)
+
+
 @randn_is_standard_normal.verdict
 def _(case, output):
     what, samples = f"randn(1000, 100) after manual_seed({case['seed']})", np.asarray(output)
@@ -888,7 +898,7 @@ def _(case, output):
     # normal's (Kolmogorov-Smirnov; over 0.0082 has a chance under 1e-6 for 10^5 normal samples), and the
     # correlation of neighbours (a draw must not follow from the one before; its standard error is 0.003)
     ordered = np.sort(samples.astype(np.float64).ravel())
-    normal = 0.5 * (1 + np.vectorize(math.erf)(ordered / math.sqrt(2)))
+    normal = _normal_cdf(ordered)
     steps = np.arange(1, ordered.size + 1) / ordered.size
     gap = float(max(np.max(steps - normal), np.max(normal - (steps - 1 / ordered.size))))
     flat = samples.astype(np.float64).ravel()

@@ -1316,3 +1316,32 @@ def test_every_stage_grades_full_work_full_and_untouched_work_zero_in_the_sandbo
     for row in rows:
         expected = float(row["max_score"]) if row["student"] == "full" else 0.0
         assert float(row["score"]) == expected, row
+
+
+# ---------------------------------------------------------------------------------------------------
+# The same adversaries on a Dask cluster: the cluster is one more place the box runs, not a second engine
+
+ON_THE_CLUSTER = ["honest_full", "honest_half", "patches_the_checks", "forges_every_check_as_finished",
+                  "reads_the_course_key", "reads_other_submissions", "holds_memory_in_many_processes",
+                  "replaces_the_compute_functions", TAMPERS, "segfaults_in_sum", "nan_and_inf_from_sum",
+                  "forks_repeatedly", "fills_tmp", "reads_grader_env"]
+
+
+def test_hostile_submissions_are_graded_on_a_dask_cluster_exactly_as_here(graded_class, tmp_path):
+    from dask_cluster import LocalCluster
+
+    out = tmp_path / "cluster-grades"
+    picked = [flag for student in ON_THE_CLUSTER for flag in ("--student", student)]
+    with LocalCluster(2, logs=tmp_path / "dask") as cluster:
+        run = tito_bytes("grade", str(graded_class.folder), "--out", str(out), *FLAGS, *picked,
+                         "--scheduler", cluster.address)
+    assert run.code == 0, run.stderr
+    here = graded_class.results()
+    there = {g["student"]: g for g in json.loads((out / "results.json").read_text())["grades"]}
+    assert sorted(there) == sorted(ON_THE_CLUSTER)
+    def steady(grade: dict) -> dict:  # without what differs run to run: times, where the box ran
+        return {key: value for key, value in grade.items() if key not in ("seconds", "phases", "worker")}
+
+    for student, grade in there.items():
+        assert steady(grade) == steady(here[student]), student
+    assert graded_class.secret not in (out / "results.json").read_text()

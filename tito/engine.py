@@ -271,6 +271,7 @@ def parse_record(line: bytes) -> dict | None:
 
 
 OUTCOME_KEYS = ("output", "stub", "error", "where", "timeout", "unsendable")  # what a runner's outcome holds
+_NOT_AN_OUTPUT = frozenset({"stub", "error", "timeout", "unsendable"})
 
 
 def read_outcome(reply: bytes) -> dict:
@@ -583,12 +584,16 @@ def guarded(checks: list[Check], results: list[CheckResult]) -> list[CheckResult
 
 
 def _judge_check(plan: Plan, check: Check, report: Report) -> CheckResult:
-    said = list(report.said)  # what the box wrote that a message may reflect: kept out of the public words
+    current: list[dict] = []  # the outcome judged now: what the box wrote in it a message may reflect
 
     def result(message: str = "", public: str | None = None, *, fault: bool = False) -> CheckResult:
         passed = not message or fault
+        said = list(report.said)  # what the box wrote that a message may reflect: kept out of the public words
+        for outcome in current:
+            said += box_strings({key: _after_name(value) if key in ("error", "stub") else value
+                                 for key, value in outcome.items() if key != "where"})
         return CheckResult(check.name, check.task, check.points if passed else 0, check.points, passed,
-                           message, scrub(message if public is None else public, said), fault)
+                           message, scrub(message if public is None else public, said) if message else "", fault)
 
     def fault(step: str, error: Exception) -> CheckResult:
         return result(f"grader fault in check {check.name} ({step}): {type(error).__name__}: {_text(error, 200)}",
@@ -603,15 +608,22 @@ def _judge_check(plan: Plan, check: Check, report: Report) -> CheckResult:
         return result(f"{check.doc}: did not run ({report.unfinished or 'the run ended before this check'})")
     checklib = shipped_checklib()
     for index, case in enumerate(plan.cases[check.name]):
+        outcome = read_outcome(outcomes[index]) if index < len(outcomes) else None
+        if outcome is not None and "output" in outcome and not _NOT_AN_OUTPUT.intersection(outcome):
+            try:  # the common case, a result to judge: the case is put in words only if it fails
+                output = wire.decode(outcome["output"])
+                expected = plan.expected(check, index) if check._verdict is None else None
+                check.judge(case, output, expected)
+                continue
+            except Exception:  # noqa: BLE001 (judged again below, with the words and the faults)
+                pass
         try:
             what = check.what(case)
         except Exception as error:  # the suite's own words failed
             return fault("describing the case", error)
-        if index >= len(outcomes):
+        if outcome is None:
             return result(f"{what}: did not finish ({report.stopped.get(check.name, 'the run ended')})")
-        outcome = read_outcome(outcomes[index])
-        said[len(report.said):] = box_strings({key: _after_name(value) if key in ("error", "stub") else value
-                                               for key, value in outcome.items() if key != "where"})
+        current[:] = [outcome]
         sentences = _failure(check, what, outcome, report.files, {c.task for c in plan.checks})
         if sentences is not None:
             return result(*sentences)

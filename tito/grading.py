@@ -121,8 +121,10 @@ def redact(root: Path, text: str) -> str:
     """`text` (a message for a student) with every verbatim line of the reference solutions replaced: in
     isolated grading the reference of earlier stages runs beside the student's code, which could raise it
     in an error message."""
+    if len(text) < MIN_SECRET:  # most messages: "" for a check passed
+        return text
     for line in _reference_lines(root):
-        if line in text:
+        if len(line) <= len(text) and line in text:
             text = text.replace(line, WITHHELD)
     return text
 
