@@ -411,3 +411,18 @@ def init(directory: Path) -> int:
                  f"~/.jupyter/nbgrader_config.py (it names the exchange and the course's datasets, "
                  f"{course / DATASETS}, for the notebooks that read them)")
     return 0
+
+
+def autograde(stage: str, *, course: Path, jobs: int, scheduler: str | None, students: list[str] | None,
+              force: bool) -> int:
+    """`tito course autograde NN`: the module's new and changed submissions autograded by nbgrader, in parallel,
+    the gradebook written by this process alone (tito.course_autograde)."""
+    from tito import course_autograde
+    from tito.project import stage as find_stage
+
+    chosen = find_stage(find_root(), stage)
+    folder = course.resolve()
+    if not is_course(folder):
+        raise TitoError(f"{folder} is not a TinyTorch course (no nbgrader_config.py written by `tito course init`, "
+                        "no source/ and gradebook.db): give the course's folder with --course, or run it there")
+    return course_autograde.autograde(chosen, folder, jobs=jobs, scheduler=scheduler, students=students, force=force)
