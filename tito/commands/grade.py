@@ -397,6 +397,8 @@ def _run(grader: grading.Grader, todo: list[jobs_.Job], work: list[jobs_.Job], f
         table.close()
     if not completed:
         stopped = jobs_.interrupted(out, finished, len(todo) - finished)
+    elif todo:
+        console.info(f"{len(todo)} jobs: {progress.words()}")
     return finished, stopped
 
 
@@ -465,9 +467,19 @@ def _course_of(where: Path) -> Path | None:
     return None
 
 
+SHOWN_ROWS = 200  # grades the terminal lists one by one; a larger class gets a line per stage (the CSV has all)
+
+
 def _print_summary(grades: list[grading.Grade]) -> None:
     from rich.table import Table
 
+    if len(grades) > SHOWN_ROWS:
+        for stage, mode in dict.fromkeys((g.stage, g.mode) for g in grades):
+            chosen = [g for g in grades if g.stage == stage and g.mode == mode and not g.fault]
+            mean = sum(g.score for g in chosen) / max(1, len(chosen))
+            full = sum(g.score == g.max_score for g in chosen)
+            console.out.print(f"stage {stage} ({mode}): {len(chosen)} graded, mean {mean:.1f}, full marks {full}")
+        return
     table = Table(title="Grades", title_justify="left")
     for column in ("student", "stage", "mode", "score"):
         table.add_column(column, no_wrap=True)
