@@ -306,3 +306,16 @@ def test_the_gpt_leaderboard_is_trained_on_the_cluster_and_ranked_by_the_grader(
 def rows_of(path: Path) -> list[dict]:
     with open(path, encoding="utf-8", newline="") as stream:
         return list(csv.DictReader(stream))
+
+
+def test_two_runs_into_one_output_folder_are_not_let_interleave_their_reports(tmp_path):
+    from tito import jobs
+    from tito.errors import TitoError
+
+    first = jobs.Journal(tmp_path / "out")
+    try:
+        with pytest.raises(TitoError, match="another tito grade is writing its reports into"):
+            jobs.Journal(tmp_path / "out")
+    finally:
+        first.close()
+    jobs.Journal(tmp_path / "out").close()  # free again once the first has ended

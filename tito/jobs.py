@@ -14,6 +14,7 @@ Dask worker), judged and recorded by this process, exactly once, as it finishes.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -72,7 +73,19 @@ class Journal:
         descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         os.fchmod(descriptor, 0o600)
         self.stream = os.fdopen(descriptor, "ab")
+        self.lock_folder(out)
         self.lock = threading.Lock()
+
+    def lock_folder(self, out: Path) -> None:
+        """One run at a time writes into `out`: a second is refused (two writers would interleave the journal)."""
+        self.folder_lock = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(self.folder_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.folder_lock)
+            self.stream.close()
+            raise TitoError(f"another tito grade is writing its reports into {out} now: wait for it to end, or "
+                            "give this run another --out") from None
 
     def _read(self) -> None:
         with open(self.path, "rb") as stream:
@@ -138,6 +151,7 @@ class Journal:
 
     def close(self) -> None:
         self.stream.close()
+        os.close(self.folder_lock)  # and the lock on the folder with it
 
 
 class Stop(Exception):
