@@ -146,7 +146,7 @@ def _free(slot: int) -> None:
 def run_box(job: BoxJob, cases: str) -> BoxOutcome:
     """Run one job's checks in a box on this worker: what `tito grade` does in each of its threads, up to the
     judging, which is the coordinator's."""
-    from tito import engine, package, sandbox
+    from tito import engine, grading, package, sandbox
 
     started = time.monotonic()
     worker = _worker_name()
@@ -159,7 +159,8 @@ def run_box(job: BoxJob, cases: str) -> BoxOutcome:
     slot = _slot()
     try:
         try:
-            package.write_package(folder, job.files)
+            with grading._COMPILING:  # it parses each file (CPython 3.11's parser fails in threads at once)
+                package.write_package(folder, job.files)
         except (TitoError, OSError, ValueError, RecursionError) as error:
             words = " ".join(str(error).split())[:200]
             return BoxOutcome(engine.Report(), f"{type(error).__name__}: {words}" if words else type(error).__name__,

@@ -123,7 +123,9 @@ def redact(root: Path, text: str) -> str:
     in an error message."""
     if len(text) < MIN_SECRET:  # most messages: "" for a check passed
         return text
-    for line in _reference_lines(root):
+    with _COMPILING:  # read once, by jupytext, whose metadata reader parses Python (ast.literal_eval)
+        lines = _reference_lines(root)
+    for line in lines:
         if len(line) <= len(text) and line in text:
             text = text.replace(line, WITHHELD)
     return text
@@ -141,7 +143,8 @@ def _reference_module(stage: Stage) -> tuple[str, str]:
     return path, code
 
 
-# CPython 3.11 can fail ("AST constructor recursion depth mismatch") when threads compile at once
+# CPython 3.11 can fail ("AST constructor recursion depth mismatch") when threads compile or parse at once
+# (compile, ast.parse, ast.literal_eval: jupytext's reader uses the last)
 _COMPILING = threading.Lock()
 
 
