@@ -21,6 +21,7 @@ their own, so gradebook.db, written here, is the only SQLite file written on the
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import glob
 import json
@@ -109,18 +110,13 @@ def serve() -> None:
     `nbgrader autograde ASSIGNMENT --student STUDENT --force` with this runner's gradebook and kernel sockets, the
     way nbgrader's own test-suite runs its commands in one process (a new app each time, reset after); the exit
     status is the reply, one line on the descriptor named by REPLIES. Its stdout and stderr are a file the parent
-    reads, emptied at each submission. It ends at the end of stdin, after IDLE seconds without a submission, and
-    at once on SIGTERM, which the thread that started it sends when it ends."""
-    import ctypes
-
+    reads, emptied at each submission. It ends at the end of stdin, after IDLE seconds without a submission, at
+    once on SIGTERM, and by itself when its parent is gone (`_orphaned`)."""
     database, kernel_ip = sys.argv[1:3]
-    replies = int(os.environ.pop(REPLIES))
+    parent, replies = os.getppid(), int(os.environ.pop(REPLIES))
     os.set_inheritable(replies, False)
     signal.signal(signal.SIGTERM, _end)
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
+    threading.Thread(target=_orphaned, args=(parent, Path(database).parent), daemon=True).start()
     try:
         while select.select([sys.stdin], [], [], IDLE)[0] and (line := sys.stdin.readline()):
             job = json.loads(line)
@@ -130,18 +126,45 @@ def serve() -> None:
             os.lseek(2, 0, os.SEEK_SET)
             status = _nbgrader_autograde(job["assignment"], job["student"], database, kernel_ip)
             sys.stderr.flush()
-            os.write(replies, f"{status}\n".encode())
+            try:
+                os.write(replies, f"{status}\n".encode())
+            except BrokenPipeError:  # the parent is gone
+                break
     except _Ended:
-        sys.exit(128 + signal.SIGTERM)
+        status = 128 + signal.SIGTERM
+    else:
+        status = 0
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # (ending already)
+    # the parent has hung up or stopped it, and reads nothing more there; or it is gone (killed outright)
+    shutil.rmtree(Path(database).parent, ignore_errors=True)
+    sys.exit(status)
 
 
-class _Ended(BaseException):
-    """SIGTERM in a runner: nbgrader stops wherever it is. (SIGINT does not: the asyncio loop that runs the kernel
-    turns it into a cancellation, which the execution takes for an interrupted cell, and autograde goes on.)"""
+class _Ended(SystemExit):
+    """SIGTERM in a runner: nbgrader stops wherever it is. (A SystemExit, which asyncio's callbacks let through as
+    they do not other exceptions. SIGINT would not do: the asyncio loop that runs the kernel turns it into a
+    cancellation, which the execution takes for an interrupted cell, and autograde goes on.)"""
 
 
 def _end(signum: int, frame: FrameType | None) -> None:
+    _kill_family(os.getpid(), signal.SIGTERM)  # first, as nbgrader kills its kernel outright (no box removed)
     raise _Ended
+
+
+def _orphaned(parent: int, scratch: Path) -> None:
+    """A runner's watch over its parent (the coordinator, or a Dask worker): once that is gone, killed outright,
+    the runner stops as on SIGTERM; if it has not within GRACE seconds (the signal can land where it is swallowed,
+    in a finaliser), what it started is killed, its scratch folder removed, and it ends."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(GRACE)
+    _kill_family(os.getpid(), signal.SIGTERM)  # a kernel's launcher removes its box
+    time.sleep(1.0)
+    _kill_family(os.getpid(), signal.SIGKILL)
+    atexit._run_exitfuncs()  # the judge's scratch folder
+    shutil.rmtree(scratch, ignore_errors=True)
+    os._exit(128 + signal.SIGTERM)
 
 
 def _nbgrader_autograde(assignment: str, student: str, database: str, kernel_ip: str) -> int:
@@ -159,6 +182,8 @@ def _nbgrader_autograde(assignment: str, student: str, database: str, kernel_ip:
         return 0
     except NoStart:  # what jupyter's apps raise once their subcommand has run
         return 0
+    except _Ended:
+        raise
     except SystemExit as exit:
         return exit.code if isinstance(exit.code, int) else 1
     except Exception:  # noqa: BLE001 - what `nbgrader autograde` would end with
@@ -174,7 +199,6 @@ def _nbgrader_autograde(assignment: str, student: str, database: str, kernel_ip:
 
 SERVE = "from tito.course_autograde import serve; serve()"
 REPLIES = "TITO_AUTOGRADE_REPLIES"
-PR_SET_PDEATHSIG = 1
 IDLE = 300.0  # seconds a runner waits for its next submission (a coordinator that died never says goodbye)
 
 
@@ -300,16 +324,8 @@ def _stop(process: subprocess.Popen) -> None:
     seconds is killed."""
     import psutil
 
-    try:
-        family = psutil.Process(process.pid).children(recursive=True)
-    except psutil.Error:
-        family = []
+    family = _kill_family(process.pid, signal.SIGTERM)
     _signal(process.pid, signal.SIGTERM)
-    for child in family:
-        try:
-            child.terminate()
-        except psutil.Error:
-            pass
     if _wait(process, GRACE) is None:
         _signal(process.pid, signal.SIGKILL)
         process.wait()
@@ -320,6 +336,22 @@ def _stop(process: subprocess.Popen) -> None:
             child.kill()
         except psutil.Error:
             pass
+
+
+def _kill_family(pid: int, signum: int) -> list[Any]:
+    """Send `signum` to every process `pid` started, and theirs; returns them (psutil processes)."""
+    import psutil
+
+    try:
+        family = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+    for child in family:
+        try:
+            child.send_signal(signum)
+        except psutil.Error:
+            pass
+    return family
 
 
 def _signal(group: int, signum: int) -> None:
