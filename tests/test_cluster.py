@@ -221,16 +221,30 @@ def test_the_scheduler_going_away_stops_the_run_in_one_sentence_and_a_rerun_grad
     assert len(journal_lines(out)) == 4  # compacted: one line per job
 
 
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
-def test_an_interrupted_run_stops_within_seconds_keeps_what_finished_and_leaves_nothing(tmp_path, stop):
+@pytest.mark.parametrize("stop,where", [(signal.SIGTERM, "here"), (signal.SIGINT, "here"),
+                                        (signal.SIGTERM, "cluster")], ids=["SIGTERM", "Ctrl-C", "SIGTERM-cluster"])
+def test_an_interrupted_run_stops_within_seconds_keeps_what_finished_and_leaves_nothing(tmp_path, stop, where):
     folder = tmp_path / "submitted"
     submission(folder, "aa_first", filled=True)
     for student in ("sleeps_b", "sleeps_c", "sleeps_d", "sleeps_e"):
         sleeper(folder, student, 20)
     out, tmp = tmp_path / "grades", tmp_path / "tmp"
-    run = start("grade", str(folder), "--out", str(out), "-j", "1", *FLAGS, tmp=tmp)
-    wait_for(lambda: len(journal_lines(out)) >= 1, what="a first grade")
-    wait_for(lambda: bool(boxes_under(tmp)), what="the next box")
+    cluster = LocalCluster(1, logs=tmp_path / "dask").__enter__() if where == "cluster" else None
+    try:
+        flags = ("--scheduler", cluster.address) if cluster else ("-j", "1")
+        run = start("grade", str(folder), "--out", str(out), *flags, *FLAGS, tmp=tmp)
+        wait_for(lambda: len(journal_lines(out)) >= 1, what="a first grade")
+        if cluster is None:
+            wait_for(lambda: bool(boxes_under(tmp)), what="the next box")
+        else:
+            time.sleep(3)  # the next job runs on the worker
+        _interrupt_and_check(run, stop, out, tmp)
+    finally:
+        if cluster is not None:
+            cluster.stop()
+
+
+def _interrupt_and_check(run: subprocess.Popen, stop: int, out: Path, tmp: Path) -> None:
     os.kill(run.pid, stop)
     sent = time.monotonic()
     code, _, err = finish(run, timeout=120)

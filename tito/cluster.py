@@ -10,6 +10,7 @@ plain `dask worker` processes started in the project's environment, with bubblew
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import re
@@ -104,6 +105,7 @@ def _scratch() -> Path:
             folder = Path(tempfile.mkdtemp(prefix="tito-worker-"))
             folder.chmod(0o711)
             _SCRATCH.append(folder)
+            atexit.register(shutil.rmtree, folder, True)  # the cases it was sent go with the worker
         return _SCRATCH[0]
 
 
