@@ -153,8 +153,8 @@ def _end(signum: int, frame: FrameType | None) -> None:
 
 def _orphaned(parent: int, scratch: Path) -> None:
     """A runner's watch over its parent (the coordinator, or a Dask worker): once that is gone, killed outright,
-    the runner stops as on SIGTERM; if it has not within GRACE seconds (the signal can land where it is swallowed,
-    in a finaliser), what it started is killed, its scratch folder removed, and it ends."""
+    the runner stops as on SIGTERM; if it has not within GRACE seconds, what it started is killed, its scratch
+    folder removed, and it ends."""
     while os.getppid() == parent:
         time.sleep(1.0)
     os.kill(os.getpid(), signal.SIGTERM)
