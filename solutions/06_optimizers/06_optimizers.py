@@ -501,12 +501,13 @@ assert skipped.data.tolist() == [1.0, 1.0] and skipped not in optimizer.state, "
 # arrays, and float32 in place stays float32) and leaves `grad` alone. Weight decay is not its business:
 # the caller has already applied it (next section).
 #
-# Every `a * b` on arrays allocates a new array, and for a weight of 200,000 numbers each allocation and
-# each pass over memory costs about as much as the arithmetic. So build the update in *one* new array and
-# finish it in place: `update = np.sqrt(exp_avg_sq, out=np.empty_like(exp_avg_sq))` (with `out=`, even a
-# 0-d parameter gives an array, not a numpy scalar that cannot be written into), then `update *= ...`,
-# `update += eps`, `np.divide(exp_avg, update, out=update)` (numpy writes the quotient into `update`
-# itself), and finally `param -= update`.
+# Write it as the algorithm box reads: the two moments updated in place, m̂ and v̂ as new arrays, and
+# the step as one line, `param -= lr * m_hat / (np.sqrt(v_hat) + eps)`.
+#
+# (Speed, an aside: each `a * b` on arrays allocates a new array, so m̂, v̂ and the step make six arrays the
+# size of the weight. Building the update in one array and finishing it in place (`out=`, `*=`) saves
+# them, but on the 818,176 weights of module 13's GPT the whole update took 1.45 ms in place against
+# 1.75 ms as written, a tenth of a percent of a training step: the formula is all you need.)
 
 # %%
 #| export
@@ -516,17 +517,12 @@ def _adam_update(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_a
     `step` is the number of this step, 1 on the first."""
     ### BEGIN SOLUTION 06.4 _adam_update
     exp_avg *= beta1
-    exp_avg += (1 - beta1) * grad                                   # m_t
+    exp_avg += (1 - beta1) * grad                                   # m_t = β₁ m + (1 − β₁) g
     exp_avg_sq *= beta2
-    exp_avg_sq += (1 - beta2) * np.square(grad)                    # v_t
-    bias_correction1 = 1 - beta1 ** step
-    bias_correction2 = 1 - beta2 ** step
-    update = np.sqrt(exp_avg_sq, out=np.empty_like(exp_avg_sq))     # the one new array of the step
-    update *= 1 / math.sqrt(bias_correction2)
-    update += eps                                                   # √v̂_t + ε
-    np.divide(exp_avg, update, out=update)                          # m_t / (√v̂_t + ε), in the same array
-    update *= lr / bias_correction1                                 # lr · m̂_t / (√v̂_t + ε)
-    param -= update
+    exp_avg_sq += (1 - beta2) * grad * grad                         # v_t = β₂ v + (1 − β₂) g²
+    m_hat = exp_avg / (1 - beta1 ** step)                           # bias corrections
+    v_hat = exp_avg_sq / (1 - beta2 ** step)
+    param -= lr * m_hat / (np.sqrt(v_hat) + eps)                    # θ ← θ − lr · m̂ / (√v̂ + ε)
     ### END SOLUTION
 
 # %%
