@@ -4,11 +4,10 @@ Cases hold only numpy arrays and plain values (dtypes as names, axes and shapes 
 plain encoding), so they travel between processes; every expected value comes from numpy on the case.
 Variants of one behaviour (a rule of construction, an operator, a reduction, a factory) are one check family
 over a table, the variant's name travelling in the case; where the variants belong to different tasks, the
-table gives each its task and points (`by_variant`). A view is judged by what it shows after 0, 1, 2, ...
+table gives each its task and points (`variants=`). A view is judged by what it shows after 0, 1, 2, ...
 are written through the tensor it came from.
 """
 
-import importlib
 import math
 import operator
 import warnings
@@ -17,17 +16,12 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from checklib import CheckFailed, Timed, arrays, by_variant, capture_error, check, shapes
+from checklib import CheckFailed, Timed, arrays, capture_error, check, module, shapes
 
 # --- compute helpers: they run beside the package under test -------------------------------------------
 
 OPERATORS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
              "pow": operator.pow}  # on Tensors, and on numpy arrays for the expected values
-
-
-def _tensor_module(tt):
-    """The exported module itself, for names outside tinytorch.__all__ (broadcast_shape, unwrap_index)."""
-    return importlib.import_module(tt.__name__ + ".core.tensor")
 
 
 def write_through(tensor):
@@ -286,7 +280,7 @@ def _(case, output):
        describe=lambda c: f"broadcast_shape({tuple(c['a'])}, {tuple(c['b'])})")
 def broadcast_shape_follows_the_rule(tt, case):
     """broadcast_shape gives numpy's broadcast shape, as a tuple."""
-    result = _tensor_module(tt).broadcast_shape(tuple(case["a"]), tuple(case["b"]))
+    result = module(tt, "tensor").broadcast_shape(tuple(case["a"]), tuple(case["b"]))
     return {"shape": result, "type": type(result).__name__}
 
 
@@ -460,15 +454,13 @@ REDUCTIONS = {  # variant -> (task, points, cases)
 EMPTY_REDUCTIONS = {"sum": ("01.8", 1, empty_reduction_case("sum")), "mean": ("01.9", 1, empty_reduction_case("mean"))}
 
 
-@check(task="per variant", points=0, dtype=True, atol=1e-4, describe=reduction_words,
-       variants={method: cases for method, (_, _, cases) in REDUCTIONS.items()})
+@check(dtype=True, atol=1e-4, describe=reduction_words, variants=REDUCTIONS)
 def reduction_over_axes(tt, case):
     """sum(), mean() and max() over None, an int, a negative int or a tuple of axes, with keepdims, like numpy."""
     return reduce(tt, case)
 
 
-@check(task="per variant", points=0, dtype=True, describe=reduction_words,
-       variants={method: cases for method, (_, _, cases) in EMPTY_REDUCTIONS.items()})
+@check(dtype=True, describe=reduction_words, variants=EMPTY_REDUCTIONS)
 def reduction_over_an_empty_axis(tt, case):
     """The sum over an axis of size 0 is 0 and the mean is nan, like numpy."""
     return reduce(tt, case)
@@ -489,7 +481,6 @@ def _(case, output):
     expect_error(output, reduction_words(case))
 
 
-by_variant((reduction_over_axes, REDUCTIONS), (reduction_over_an_empty_axis, EMPTY_REDUCTIONS))
 
 
 # --- speed: the ops a milestone leans on are vectorised -----------------------------------------------
@@ -523,8 +514,9 @@ def speed_yardstick(case):
     return SPEED[case["op"]][4](*speed_arrays(case))
 
 
-@check(task="per variant", points=0, examples=9, rtol=1e-4, atol=1e-3,
-       variants={op: st.fixed_dictionaries({"op": st.just(op), "seed": st.integers(0, 2**31 - 1)}) for op in SPEED},
+@check(examples=9, rtol=1e-4, atol=1e-3,
+       variants={op: (task, points, st.fixed_dictionaries({"op": st.just(op), "seed": st.integers(0, 2**31 - 1)}))
+                 for op, (task, points, *_) in SPEED.items()},
        timed=Timed(speed_yardstick, limit=SPEED_LIMIT, against="numpy's own call on the same arrays",
                    advice="A Python loop handles a few million numbers per second, numpy's kernels billions, and "
                           "the milestones call this op thousands of times on large arrays: make it one numpy call "
@@ -542,7 +534,6 @@ def _(case):
     return np.einsum("ij,jk->ik", a, b) if case["op"] == "matmul" else SPEED[case["op"]][4](a, b)
 
 
-by_variant((vectorised_like_numpy, SPEED))
 
 
 # --- 01.11 reshape, 01.12 permute, transpose and .T, 01.13 indexing: values like numpy, and views -------
@@ -638,8 +629,7 @@ VIEWS = {"reshape": ("01.11", 1, reshape_case()), "permute": ("01.12", 1, permut
          "stepped slice": ("01.13", 1, stepped_slice_case())}
 
 
-@check(task="per variant", points=0, dtype=True, describe=layout_words,
-       variants={name: cases for name, (_, _, cases) in LAYOUTS_LIKE_NUMPY.items()})
+@check(dtype=True, describe=layout_words, variants=LAYOUTS_LIKE_NUMPY)
 def layout_like_numpy(tt, case):
     """reshape (-1 inferred), permute, transpose, .T and basic indexing (ints, slices, None, ...) like numpy."""
     return LAYOUTS[case["call"]](tt.Tensor(case["x"]), case).data
@@ -648,7 +638,7 @@ def layout_like_numpy(tt, case):
 layout_like_numpy.expected(lambda case: ON_ARRAYS[case["call"]](case["x"], case))
 
 
-@check(task="per variant", points=0, variants={name: cases for name, (_, _, cases) in VIEWS.items()},
+@check(variants=VIEWS,
        describe=lambda c: f"{layout_words(c)}, then 0, 1, 2, ... written into the original tensor's data")
 def views_share_memory(tt, case):
     """reshape of a contiguous tensor, permute and slicing move no data: new strides over the same memory."""
@@ -666,7 +656,6 @@ def _(case):
             "values seen through the view": ON_ARRAYS[case["call"]](written(case["x"]), case)}
 
 
-by_variant((layout_like_numpy, LAYOUTS_LIKE_NUMPY), (views_share_memory, VIEWS))
 
 
 # --- shapes that do not fit: 01.4 broadcast_shape, 01.5 elementwise, 01.7 matmul, 01.11 reshape --------
@@ -714,14 +703,14 @@ def shape_error_words(case: dict) -> str:
     return f"a tensor of shape {a} {SYMBOLS.get(call, '@')} a tensor of shape {b}"
 
 
-@check(task="per variant", points=0, describe=shape_error_words,
-       variants={name: cases.map(lambda case, name=name: {"call": name, "as_tuple": False, **case})
-                 for name, (_, _, cases) in SHAPE_ERRORS.items()})
+@check(describe=shape_error_words,
+       variants={name: (task, points, cases.map(lambda case, name=name: {"call": name, "as_tuple": False, **case}))
+                 for name, (task, points, cases) in SHAPE_ERRORS.items()})
 def shapes_that_do_not_fit_raise_a_value_error(tt, case):
     """Shapes that do not broadcast, multiply or reshape raise a ValueError naming both (and a 0-d operand of @)."""
     a, b, call = case["a"], case["b"], case["call"]
     if call == "broadcast_shape":
-        return capture_error(lambda: _tensor_module(tt).broadcast_shape(tuple(a), tuple(b), "add"))
+        return capture_error(lambda: module(tt, "tensor").broadcast_shape(tuple(a), tuple(b), "add"))
     t = tt.Tensor(np.ones(a, np.float32))
     if call == "reshape":
         return capture_error(lambda: LAYOUTS["reshape"](t, {"shape": b, "as_tuple": case["as_tuple"]}))
@@ -734,7 +723,6 @@ def _(case, output):
     expect_error(output, shape_error_words(case), str(tuple(case["a"])), str(tuple(case["b"])))
 
 
-by_variant((shapes_that_do_not_fit_raise_a_value_error, SHAPE_ERRORS))
 
 
 # --- 01.13 indexing with integer arrays and Tensors -----------------------------------------------------
@@ -792,7 +780,7 @@ def unwrap_index_replaces_tensors(tt, case):
     """unwrap_index replaces every Tensor in an index (alone or in a tuple) by its array."""
     tensors = [tt.Tensor(np.array(p, dtype=np.int64)) for p in case["positions"]]
     extra = decode_index({"tuple": False, "items": [case["extra"]]})
-    index = _tensor_module(tt).unwrap_index((*tensors, extra) if case["tuple"] else tensors[0])
+    index = module(tt, "tensor").unwrap_index((*tensors, extra) if case["tuple"] else tensors[0])
     items = index if isinstance(index, tuple) else (index,)
     return {"type": type(index).__name__, "types of the items": [type(item).__name__ for item in items],
             "arrays": [np.asarray(item) for item in items[:len(tensors)] if isinstance(item, np.ndarray)]}

@@ -5,11 +5,10 @@ Every `expected` uses numpy and `checklib.central_difference` only; every `compu
 gradients as a dict {"x.grad": ...} (None where no gradient arrived). Gradient checks run the package in
 float64 (float64 inputs stay float64), so tolerances are tight. Variants of one behaviour (an operator, a
 reduction, a kind of index) are one check family over a table, the variant's name travelling in the case; the
-table gives each variant its task and points (`_by_variant`), since one behaviour spans the tasks of its ops.
+table gives each variant its task and points (`variants=`), since one behaviour spans the tasks of its ops.
 """
 
 import gc
-import importlib
 import operator
 import weakref
 
@@ -19,13 +18,13 @@ from hypothesis.extra import numpy as hnp
 
 from checklib import (
     CheckFailed,
-    by_variant,
     capture_error,
     central_difference,
     check,
     floats_arrays,
     gradient_case,
     leaf_gradients,
+    module,
     shapes,
     signed_arrays,
     upstream,
@@ -43,11 +42,6 @@ SCALAR_FORMS = {"c + x": lambda x, c: c + x, "x + c": lambda x, c: x + c, "c - x
                 "x - c": lambda x, c: x - c, "c * x": lambda x, c: c * x, "x * c": lambda x, c: x * c,
                 "c / x": lambda x, c: c / x, "x / c": lambda x, c: x / c, "x ** c": lambda x, c: x ** c,
                 "c ** x": lambda x, c: c ** x}  # c a Python float
-
-
-def _autograd(tt):
-    """The exported module (for names outside tinytorch.__all__: unbroadcast, topological_sort)."""
-    return importlib.import_module(tt.__name__ + ".core.autograd")
 
 
 def _grad(tensor):
@@ -170,7 +164,7 @@ def topological_sort_puts_inputs_first_and_the_root_last(tt, case):
     for i, j in case["ops"]:
         tensors.append(tensors[i] + tensors[j])
     index_of = {id(t): k for k, t in enumerate(tensors)}
-    return [index_of.get(id(t), -1) for t in _autograd(tt).topological_sort(tensors[-1])]
+    return [index_of.get(id(t), -1) for t in module(tt, "autograd").topological_sort(tensors[-1])]
 
 
 @topological_sort_puts_inputs_first_and_the_root_last.verdict
@@ -258,8 +252,8 @@ LOOPS = {  # variant -> (task, points, case): y = x; `steps` times y = Op(y, oth
     "x used 10,000 times": ("02.3", 2, {"x": np.array([0.5, -1.0, 2.0]), "op": "Plus", "other": "x", "steps": 9_999})}
 
 
-@check(task="per variant", points=0, timeout=15, examples=1, **GRAD_TOL,
-       variants={name: st.just(case) for name, (_, _, case) in LOOPS.items()},
+@check(timeout=15, examples=1, **GRAD_TOL,
+       variants={name: (task, points, st.just(case)) for name, (task, points, case) in LOOPS.items()},
        describe=lambda case: f"y = x; {case['steps']:,} times y = {case['op']}(y, {case['other']}) ({case['op']}: a "
                              f"Function of the check's own, a {'*' if case['op'] == 'Times' else '+'} b); "
                              f"y.backward(ones): x.grad")
@@ -556,15 +550,13 @@ GRADCHECKS = {  # variant -> (task, points, cases)
     "a backward wrong at one element": ("02.5", 1, _gradcheck_case(wrong=True, min_side=2))}
 
 
-@check(task="per variant", points=0, examples=10, describe=_gradcheck_words,
-       variants={name: cases for name, (_, _, cases) in GRADCHECKS.items()})
+@check(examples=10, describe=_gradcheck_words, variants=GRADCHECKS)
 def gradcheck(tt, case):
     """gradcheck returns True for a correct backward and raises GradcheckError for one wrong anywhere."""
     return _gradcheck(tt, case)
 
 
 gradcheck.verdict(_judge_gradcheck)
-by_variant((backward_of_a_large_graph, LOOPS), (gradcheck, GRADCHECKS))
 
 @check(task="02.5", points=1, examples=10,
        inputs=shapes(min_dims=1, max_dims=2, max_side=3).flatmap(lambda shape: st.fixed_dictionaries({
@@ -615,7 +607,7 @@ def _unbroadcast_case(draw):
        describe=lambda case: f"unbroadcast(grad of shape {case['grad'].shape}, {case['shape']})")
 def unbroadcast_sums_over_broadcast_axes(tt, case):
     """unbroadcast sums a gradient over the axes broadcasting added or stretched."""
-    return np.asarray(_autograd(tt).unbroadcast(case["grad"], case["shape"]))
+    return np.asarray(module(tt, "autograd").unbroadcast(case["grad"], case["shape"]))
 
 
 @unbroadcast_sums_over_broadcast_axes.expected
@@ -643,7 +635,7 @@ BINARY_GRADIENTS = {  # variant -> (task, points, cases)
     "pow": ("02.9", 2, _broadcast_case("pow", low=0.5, high=2.0))}  # a tensor exponent, a > 0
 
 
-@check(task="per variant", points=0, **GRAD_TOL, variants={op: cases for op, (_, _, cases) in BINARY_GRADIENTS.items()},
+@check(**GRAD_TOL, variants=BINARY_GRADIENTS,
        describe=lambda case: f"(a {SYMBOLS[case['op']]} b).backward(g) with {_ab(case)}")
 def binary_gradients_with_broadcasting(tt, case):
     """Add, Sub, Mul, Div and Pow send each operand its gradient, summed over the axes it was broadcast along."""
@@ -676,8 +668,7 @@ SCALAR_GRADIENTS = {  # variant -> (task, points, cases)
                                        lambda shape: floats_arrays(shape, -2, 2)))}
 
 
-@check(task="per variant", points=0, **GRAD_TOL,
-       variants={name: cases for name, (_, _, cases) in SCALAR_GRADIENTS.items()},
+@check(**GRAD_TOL, variants=SCALAR_GRADIENTS,
        describe=lambda case: f"{', '.join(f'({form}).backward(g)' for form in case['forms'])} with c = {case['c']!r} "
                              f"a Python number, x of shape {case['x'].shape}")
 def python_number_gradients(tt, case):
@@ -692,7 +683,6 @@ def _(case):
                                                     case["g"])[0] for form in case["forms"]}
 
 
-by_variant((binary_gradients_with_broadcasting, BINARY_GRADIENTS), (python_number_gradients, SCALAR_GRADIENTS))
 
 
 @check(task="02.8", points=1, dtype=True, rtol=1e-4, atol=1e-4,
@@ -875,7 +865,7 @@ def _call_words(case):
     return {"neg": "(-x)", "T": "x.T"}.get(call) or f"x.{call}{'()' if args is None else args}"
 
 
-@check(task="per variant", points=0, **GRAD_TOL, variants={name: cases for name, (_, _, cases) in GRADIENTS.items()},
+@check(**GRAD_TOL, variants=GRADIENTS,
        describe=lambda case: f"{_call_words(case)}.backward(g), x = " + (
            f"{case['x'].tolist()}" if case["x"].size <= 8 else f"an array of shape {case['x'].shape}"))
 def gradient(tt, case):
@@ -893,5 +883,3 @@ def _(case):
         g = np.expand_dims(g, axis)
     return {"x.grad": np.where(is_max, g / is_max.sum(axis=axis, keepdims=True), 0.0)}
 
-
-by_variant((gradient, GRADIENTS))

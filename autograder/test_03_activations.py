@@ -9,7 +9,6 @@ f(x).backward(g), against float64 central differences on every element. Stabilit
 up to 1e4 must give finite, correct values and gradients without a numpy warning.
 """
 
-import importlib
 import math
 import warnings
 
@@ -20,12 +19,12 @@ from hypothesis.extra import numpy as hnp
 from checklib import (
     CheckFailed,
     arrays,
-    by_variant,
     capture_error,
     central_difference,
     check,
     floats_arrays,
     leaf_gradients,
+    module,
     shapes,
     signed_arrays,
     upstream,
@@ -43,7 +42,7 @@ def _function(tt, name):
     """tt.nn.functional.<name>, or a private name of tinytorch/core/activations.py (_softmax_composed,
     the Functions _Softmax and _LogSoftmax)."""
     if name.startswith("_"):
-        return getattr(importlib.import_module(tt.__name__ + ".core.activations"), name)
+        return getattr(module(tt, "activations"), name)
     return getattr(tt.nn.functional, name)
 
 
@@ -158,7 +157,7 @@ FORWARD = {"relu": ("03.1", 1), "sigmoid": ("03.2", 1), "tanh": ("03.3", 1), "ge
            "log_softmax": ("03.9", 2)}
 
 
-@check(task="per variant", points=0, dtype=True, variants={v: _case(v, _float32) for v in FORWARD},
+@check(dtype=True, variants={v: (*FORWARD[v], _case(v, _float32)) for v in FORWARD},
        describe=lambda case: f"{_call(case)} for {_x_words(case)}")
 def forward_values(tt, case):
     return _forward(tt, case)
@@ -173,9 +172,9 @@ GRADIENT_VALUES = {"relu": lambda shape: signed_arrays(shape, 0.05, 3.0),
                    "tanh": lambda shape: floats_arrays(shape, -4, 4)}
 
 
-@check(task="per variant", points=0, **GRAD_TOL,
-       variants={v: _case(v, GRADIENT_VALUES.get(v, floats_arrays), max_dims=3, max_side=4, gradient=True)
-                 for v in GRADIENT},
+@check(**GRAD_TOL,
+       variants={v: (*GRADIENT[v], _case(v, GRADIENT_VALUES.get(v, floats_arrays), max_dims=3, max_side=4,
+                                         gradient=True)) for v in GRADIENT},
        describe=lambda case: f"x.grad after {_call(case)}.backward(g) for {_x_words(case)}")
 def gradient(tt, case):
     return _gradient(tt, case)
@@ -185,7 +184,7 @@ STABLE_FORWARD = {"sigmoid": ("03.2", 2), "softmax": ("03.6", 2), "softmax_compo
                   "log_softmax": ("03.9", 2)}
 
 
-@check(task="per variant", points=0, dtype=True, variants={v: _case(v, _large) for v in STABLE_FORWARD},
+@check(dtype=True, variants={v: (*STABLE_FORWARD[v], _case(v, _large)) for v in STABLE_FORWARD},
        describe=lambda case: f"{_call(case)} for {_x_words(case)} with values of magnitude up to 1e4")
 def stable_forward(tt, case):
     values, warned = _quietly(lambda: _forward(tt, case))
@@ -196,8 +195,9 @@ STABLE_GRADIENT = {"sigmoid": ("03.2", 1), "tanh": ("03.3", 1), "gelu": ("03.4",
                    "softmax": ("03.8", 2), "log_softmax": ("03.10", 2)}
 
 
-@check(task="per variant", points=0, **FLOAT32_GRAD_TOL,
-       variants={v: _case(v, _large, max_dims=2, max_side=4, gradient=True) for v in STABLE_GRADIENT},
+@check(**FLOAT32_GRAD_TOL,
+       variants={v: (*STABLE_GRADIENT[v], _case(v, _large, max_dims=2, max_side=4, gradient=True))
+                 for v in STABLE_GRADIENT},
        describe=lambda case: f"{_call(case)} and x.grad after {_call(case)}.backward(g) for {_x_words(case)} with "
                              f"values of magnitude up to 1e4")
 def stable_gradient(tt, case):
@@ -209,8 +209,9 @@ GRAPH = {"relu": ("03.1", 1), "sigmoid": ("03.2", 1), "tanh": ("03.3", 1), "gelu
          "log_softmax": ("03.9", 1)}
 
 
-@check(task="per variant", points=0, guard=True,
-       variants={v: _case(v, lambda shape: floats_arrays(shape, dtype=np.float32), max_dims=2) for v in GRAPH},
+@check(guard=True,
+       variants={v: (*GRAPH[v], _case(v, lambda shape: floats_arrays(shape, dtype=np.float32), max_dims=2))
+                 for v in GRAPH},
        describe=lambda case: f"y = {_call(case)} for x with requires_grad=True, and z, the same under tt.no_grad()")
 def records_a_graph_except_under_no_grad(tt, case):
     fn, x = _function(tt, case["fn"]), tt.Tensor(case["x"], requires_grad=True)
@@ -227,20 +228,20 @@ HUGE = {"softmax": ("03.6", 1, [[1e4, 0.0, -1e4], [-1e4, 1e4, 1e4]]),
         "log_softmax": ("03.9", 1, [[1e4, 0.0, -1e4], [0.0, -200.0, -1e4]])}
 
 
-@check(task="per variant", points=0, dtype=True, rtol=0, atol=0,
-       variants={v: st.just({"fn": v, "x": np.array(x, dtype=np.float32), "params": {"dim": 1}})
-                 for v, (_, _, x) in HUGE.items()},
+@check(dtype=True, rtol=0, atol=0,
+       variants={v: (task, points, st.just({"fn": v, "x": np.array(x, dtype=np.float32), "params": {"dim": 1}}))
+                 for v, (task, points, x) in HUGE.items()},
        describe=lambda case: f"{_call(case)} for the float32 x = {case['x'].tolist()} (exact)")
 def exact_at_logits_of_1e4(tt, case):
     return _quietly(lambda: _forward(tt, case))[0]
 
 
-BACKWARD_ON_ARRAYS = {"softmax": ("03.8", 2), "log_softmax": ("03.10", 1)}
+BACKWARD_ON_ARRAYS = {"softmax": ("03.8", 2, "_Softmax"), "log_softmax": ("03.10", 1, "_LogSoftmax")}
 
 
-@check(task="per variant", points=0, **GRAD_TOL,
-       variants={v: _case(v, floats_arrays, max_dims=3, max_side=4, gradient=True, function=function)
-                 for v, function in (("softmax", "_Softmax"), ("log_softmax", "_LogSoftmax"))},
+@check(**GRAD_TOL,
+       variants={v: (task, points, _case(v, floats_arrays, max_dims=3, max_side=4, gradient=True, function=function))
+                 for v, (task, points, function) in BACKWARD_ON_ARRAYS.items()},
        describe=lambda case: f"{case['function']}.backward(ctx, g) called directly after {case['function']}.forward("
                              f"ctx, x, dim={case['params']['dim']}) on numpy arrays, {_x_words(case)}")
 def function_backward_on_numpy_arrays(tt, case):
@@ -272,11 +273,6 @@ def _(case):
     return {"y is a Tensor": True, "y.requires_grad": True, "y.grad_fn is not None": True, "z.requires_grad": False,
             "z.grad_fn is not None": False}
 
-
-by_variant((forward_values, FORWARD), (gradient, GRADIENT), (stable_forward, STABLE_FORWARD),
-            (stable_gradient, STABLE_GRADIENT), (records_a_graph_except_under_no_grad, GRAPH),
-            (exact_at_logits_of_1e4, HUGE),
-            (function_backward_on_numpy_arrays, BACKWARD_ON_ARRAYS))
 
 # ---------------------------------------------------------------------------------------------------
 # one function's own behaviours

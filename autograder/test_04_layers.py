@@ -18,16 +18,21 @@ from hypothesis import strategies as st
 
 from checklib import (
     CheckFailed,
-    by_variant,
+    assert_close,
     capture_error,
     central_difference,
     check,
+    draws_around,
+    expect_error,
+    expect_no_draws,
+    expect_seeded_draws,
+    expect_uniform,
     floats_arrays,
     gradient_case,
-    expect_seeded_draws,
     leaf_gradients,
     seed_pair,
     seeded_draws,
+    shape_texts,
     shapes,
     upstream,
 )
@@ -156,23 +161,6 @@ def _nested_module_names(case):
     for index in range(len(case["widths"]) - 1):
         names += [f"layers.{index}", f"layers.{index}.scale"]
     return names
-
-
-def _error(what, output, error_type, words=()):
-    """Judge a capture_error result: error_type raised, its message holding every word (a set: any one of)."""
-    if output["raised"] != error_type:
-        said = "raised nothing" if output["raised"] is None else f"raised {output['raised']}"
-        raise CheckFailed(f"{what}: expected {error_type} but it {said}")
-    missing = [word for word in words if not any(text in output["message"] for text in
-                                                 ([word] if isinstance(word, str) else sorted(word)))]
-    if missing:
-        raise CheckFailed(f"{what}: the {error_type} message must name {' and '.join(map(str, missing))}, got "
-                          f"{output['message']!r:.160}", f"{what}: the {error_type} message does not say enough")
-
-
-def _shape_texts(shape):
-    """Ways an error message may write a shape: (2, 3), [2, 3], torch.Size([2, 3])."""
-    return {str(tuple(shape)), str(list(shape))}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -559,27 +547,9 @@ def linear_initialisation_is_uniform_within_one_over_sqrt_in(tt, case):
 
 @linear_initialisation_is_uniform_within_one_over_sqrt_in.verdict
 def _(case, output):
-    what = f"Linear({case['in']}, {max(200_000 // case['in'], 500)}) initialisation"
-    bound = 1 / math.sqrt(case["in"])
-    weight, bias = (np.asarray(output[name], dtype=np.float64) for name in ("weight", "bias"))
-    for name, values in (("weight", weight), ("bias", bias)):
-        if np.abs(values).max() > bound * (1 + 1e-6):
-            raise CheckFailed(f"{what}: {name} values must lie within ±1/sqrt(in_features) = ±{bound:.5f}, "
-                              f"found {values.flat[np.abs(values).argmax()]:.5f}")
-        if np.unique(values).size < values.size // 2:
-            raise CheckFailed(f"{what}: {name} values are not random (only {np.unique(values).size} distinct "
-                              f"values among {values.size})")
-    uniform_std = bound / math.sqrt(3)
-    if abs(weight.std() / uniform_std - 1) > 0.02 or abs(weight.mean()) > 0.02 * bound:
-        raise CheckFailed(f"{what}: the weight's mean {weight.mean():.5f} and std {weight.std():.5f} should be "
-                          f"those of U(-{bound:.4f}, {bound:.4f}): 0 and {uniform_std:.5f}")
-    quarters = np.histogram(weight, bins=4, range=(-bound, bound))[0] / weight.size
-    if np.abs(quarters - 0.25).max() > 0.01:
-        raise CheckFailed(f"{what}: the weight should be spread evenly over [-{bound:.4f}, {bound:.4f}], but "
-                          f"the quarters of that range hold {np.round(quarters, 3).tolist()} of the values")
-    if abs(bias.std() / uniform_std - 1) > 0.15:
-        raise CheckFailed(f"{what}: the bias's std {bias.std():.5f} should be close to that of "
-                          f"U(-{bound:.4f}, {bound:.4f}), {uniform_std:.5f}")
+    for name in ("weight", "bias"):
+        expect_uniform(f"Linear({case['in']}, {max(200_000 // case['in'], 500)})'s {name}", output[name],
+                       1 / math.sqrt(case["in"]), "1/sqrt(in_features)")
 
 
 @check(task="04.6", points=1, examples=5, inputs=st.integers(1, 7).map(lambda out: {"out": out}),
@@ -674,8 +644,8 @@ def linear_rejects_a_mis_shaped_input_naming_both_shapes(tt, case):
 
 @linear_rejects_a_mis_shaped_input_naming_both_shapes.verdict
 def _(case, output):
-    _error(f"Linear({case['in']}, {case['out']}) on an input of shape {case['shape']}", output, "ValueError",
-           [str(case["in"]), _shape_texts(case["shape"])])
+    expect_error(f"Linear({case['in']}, {case['out']}) on an input of shape {case['shape']}", output, "ValueError",
+                 names=[str(case["in"]), shape_texts(case["shape"])])
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -837,12 +807,8 @@ def _(case, output):
     if abs(dropped - p) > margin:
         raise CheckFailed(f"{what}: {dropped:.4f} of the elements were zeroed, expected {p} ± {margin:.4f}")
     kept = out != 0
-    wrong = ~np.isclose(out[kept], x[kept] * np.float32(1 / (1 - p)), rtol=1e-6, atol=0)
-    if wrong.any():
-        index = int(np.flatnonzero(kept)[np.argmax(wrong)])
-        raise CheckFailed(f"{what}: a kept element must be scaled by exactly 1/(1-p) = {1 / (1 - p):.6g}: input "
-                          f"{float(x[index]):.7g} gave {float(out[index]):.7g}",
-                          f"{what}: the kept elements are not scaled by exactly 1/(1-p)")
+    assert_close(out[kept], x[kept] * np.float32(1 / (1 - p)), rtol=1e-6, atol=0,
+                 what=f"{what}: the kept elements, each scaled by exactly 1/(1-p) = {1 / (1 - p):.6g}")
 
 
 @check(task="04.10", points=2, examples=10,
@@ -858,20 +824,13 @@ def dropout_gradient_is_the_mask_over_one_minus_p(tt, case):
 
 @dropout_gradient_is_the_mask_over_one_minus_p.verdict
 def _(case, output):
-    p = case["p"]
-    what = f"Dropout(p={p}) in training mode, y.backward(g)"
-    mask, grad = np.asarray(output["y"]) != 0, np.asarray(output["x.grad"])
-    if mask.all() or not mask.any():
-        raise CheckFailed(f"{what}: expected some elements dropped and some kept out of 1,000, got "
-                          f"{int((~mask).sum())} dropped")
-    expected = _dropout_upstream(case["seed"], 1000).astype(np.float64) * mask / (1 - p)
-    wrong = ~np.isclose(grad, expected, rtol=1e-5, atol=1e-7) if grad.shape == expected.shape else np.ones(1, bool)
-    if wrong.any():
-        index = int(np.argmax(wrong))
-        raise CheckFailed(f"{what}: x.grad must be g * mask / (1 - p), with the mask of the forward (element {index}: "
-                          f"{'kept' if mask[index] else 'dropped'}, expected {expected[index]:.6g}, got "
-                          f"{np.ravel(grad)[index] if grad.size else 'nothing'})",
-                          f"{what}: x.grad is not g * mask / (1 - p) with the forward's mask")
+    what = f"Dropout(p={case['p']}) in training mode, y.backward(g)"
+    mask = np.asarray(output["y"]) != 0
+    if mask.shape != (1000,) or mask.all() or not mask.any():
+        raise CheckFailed(f"{what}: expected some of the 1,000 elements of y dropped and some kept, got "
+                          f"{int((~mask).sum())} of {mask.size} dropped")
+    assert_close(output["x.grad"], _dropout_upstream(case["seed"], 1000).astype(np.float64) * mask / (1 - case["p"]),
+                 what=f"{what}: x.grad, g * mask / (1 - p) with the mask of the forward", rtol=1e-5, atol=1e-7)
 
 
 @check(task="04.10", points=1, rtol=0, atol=0,
@@ -895,21 +854,17 @@ def _(case):
        describe=lambda case: f"x = tt.randn{case['shape']}; tt.manual_seed(1); Dropout(p=0)(x) in training mode, "
                              f"then tt.randn(8): against tt.randn(8) right after tt.manual_seed(1)")
 def dropout_p0_returns_its_input_and_draws_nothing(tt, case):
-    x = tt.randn(*case["shape"])
-    tt.manual_seed(1)
-    y = tt.nn.Dropout(p=0.0).train()(x)
-    return {"x": x.numpy(), "y": y.numpy(), "drawn after it": tt.randn(8).numpy(),
-            "drawn without it": (tt.manual_seed(1), tt.randn(8).numpy())[1]}
+    x, found = tt.randn(*case["shape"]), {}
+    draws = draws_around(tt, lambda: found.setdefault("y", tt.nn.Dropout(p=0.0).train()(x).numpy()))
+    return {"x": x.numpy(), **found, **draws}
 
 
 @dropout_p0_returns_its_input_and_draws_nothing.verdict
 def _(case, output):
-    same = np.array_equal(output["x"], output["y"])
-    if not same or not np.array_equal(output["drawn after it"], output["drawn without it"]):
-        sentence = (f"Dropout(p=0) in training mode on x of shape {case['shape']} "
-                    f"{'drew random numbers' if same else 'changed x'}: return the input as it is when p is 0, "
-                    f"before drawing a mask")
-        raise CheckFailed(sentence, sentence)
+    what, fix = f"Dropout(p=0) in training mode on x of shape {case['shape']}", "return the input as it is when p is 0"
+    if not np.array_equal(output["x"], output["y"]):
+        raise CheckFailed(f"{what} changed x: {fix}", f"{what} changed x: {fix}")
+    expect_no_draws(what, output, fix + ", before drawing a mask")
 
 
 _DROPOUT_PS = [-0.5, -1e-3, 1.0001, 2.0, -3, 0.0, 1.0]
@@ -1072,8 +1027,9 @@ def _(case):
 CONTAINERS = {"Sequential": ("04.8", 2), "ModuleList": ("04.9", 2)}
 
 
-@check(task="per variant", points=0, examples=5,
-       variants={v: st.integers(1, 5).map(lambda n, v=v: {"container": v, "n": n}) for v in CONTAINERS},
+@check(examples=5,
+       variants={v: (*CONTAINERS[v], st.integers(1, 5).map(lambda n, v=v: {"container": v, "n": n}))
+                 for v in CONTAINERS},
        describe=lambda case: f"c = {case['container']} of {case['n']} Scales m0..m{case['n'] - 1}, then c.append("
                              f"m{case['n']}) (modules as their positions among m0..m{case['n']})")
 def container_indexing_len_iteration_append_and_slice(tt, case):
@@ -1101,8 +1057,9 @@ DRAWS = {"Linear": ("04.6", 1, "the weight and bias of Linear(5, 4)"),
          "Dropout": ("04.10", 1, "the output of Dropout(0.5) on 1,000 ones")}
 
 
-@check(task="per variant", points=0, examples=5,
-       variants={v: seed_pair().map(lambda case, v=v: {**case, "module": v}) for v in DRAWS},
+@check(examples=5,
+       variants={v: (task, points, seed_pair().map(lambda case, v=v: {**case, "module": v}))
+                 for v, (task, points, _) in DRAWS.items()},
        describe=lambda case: f"{DRAWS[case['module']][2]} after manual_seed({case['seeds'][0]}), again after "
                              f"manual_seed({case['seeds'][0]}), once more, and after manual_seed({case['seeds'][1]})")
 def draws_come_from_the_default_generator(tt, case):
@@ -1119,6 +1076,3 @@ def _(case, output):
     expect_seeded_draws(f"{DRAWS[case['module']][2]} after manual_seed({case['seeds'][0]}) twice, once more, and "
                         f"after manual_seed({case['seeds'][1]})", output)
 
-
-by_variant((container_indexing_len_iteration_append_and_slice, CONTAINERS),
-            (draws_come_from_the_default_generator, DRAWS))

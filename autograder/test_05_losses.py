@@ -10,7 +10,6 @@ says `"via": "Function"`). Every `expected` uses numpy and `checklib.central_dif
 gradient checks run the package in float64, so tolerances are tight.
 """
 
-import importlib
 import warnings
 
 import numpy as np
@@ -18,12 +17,12 @@ from hypothesis import strategies as st
 
 from checklib import (
     CheckFailed,
-    by_variant,
     capture_error,
     central_difference,
     check,
     floats_arrays,
     leaf_gradients,
+    module,
     shapes,
     upstream,
 )
@@ -44,11 +43,6 @@ def _functional(tt):
     return tt.nn.functional
 
 
-def _losses_module(tt):
-    """The exported module (for names outside the namespaces: _reduce, _class_targets, the Functions)."""
-    return importlib.import_module(tt.__name__ + ".core.losses")
-
-
 def _options(case):
     """Keyword options of the loss named in the case, beyond `reduction`."""
     return {key: case[key] for key in ("label_smoothing", "pos_weight") if key in case}
@@ -62,7 +56,7 @@ def _loss(tt, case, x, reduction):
     """The loss named in the case on the Tensor x: the functional, or (via "Function") the loss's Function
     reduced by _reduce (05.1), what the wrapper (a later task) computes for the valid arguments of a case."""
     if case.get("via") == "Function":
-        losses = _losses_module(tt)
+        losses = module(tt, "losses")
         return losses._reduce(getattr(losses, FUNCTION_OF[case["name"]]).apply(x, _target(case), **_options(case)),
                               reduction)
     return getattr(_functional(tt), case["name"])(x, _target(case), reduction=reduction, **_options(case))
@@ -222,13 +216,13 @@ GRADIENTS = {"mse_loss": ("05.2", 2), "nll_loss": ("05.4", 2), "cross_entropy": 
              "bce_with_logits": ("05.10", 2), "bce_with_logits_pos_weight": ("05.10", 1)}
 
 
-@check(task="per variant", points=0, variants={v: CASES[v] for v in VALUES},
+@check(variants={v: (*VALUES[v], CASES[v]) for v in VALUES},
        describe=lambda case: f"{_loss_words(case)} for each reduction")
 def values(tt, case):
     return _values(tt, case)
 
 
-@check(task="per variant", points=0, **GRAD_TOL, variants={v: CASES[v] for v in GRADIENTS},
+@check(**GRAD_TOL, variants={v: (*GRADIENTS[v], CASES[v]) for v in GRADIENTS},
        describe=lambda case: f"input.grad of {_loss_words(case)}.backward(g) for each reduction")
 def gradients(tt, case):
     return _gradients(tt, case)
@@ -241,7 +235,7 @@ UNBATCHED = {"nll_loss": ("05.4", 1, _class_case("nll_loss", -4.0, 1.0, batched=
              "cross_entropy": ("05.7", 1, _class_case("cross_entropy", batched=False, smoothing=True))}
 
 
-@check(task="per variant", points=0, **GRAD_TOL, variants={v: row[2] for v, row in UNBATCHED.items()},
+@check(**GRAD_TOL, variants=UNBATCHED,
        describe=lambda case: f"{_loss_words(case)} and its input.grad after backward(g), for an unbatched input and "
                              f"a 0-d target, for each reduction")
 def unbatched_row_with_a_0d_target(tt, case):
@@ -267,7 +261,7 @@ TARGET_FORMS = {"mse_loss": ("05.2", 1, _elementwise_case("mse_loss", -3, 3, max
                                                                   pos_weight=True))}
 
 
-@check(task="per variant", points=0, dtype=True, variants={v: row[2] for v, row in TARGET_FORMS.items()},
+@check(dtype=True, variants=TARGET_FORMS,
        describe=lambda case: f"{case['name']} of a float32 input of shape {case['x'].shape}, the target (and "
                              f"pos_weight) given in each form")
 def keeps_float32_and_accepts_every_form_of_target(tt, case):
@@ -290,9 +284,9 @@ TARGET_SHAPE = {"mse_loss": ("05.2", 1), "binary_cross_entropy": ("05.9", 1),
                 "binary_cross_entropy_with_logits": ("05.11", 1)}
 
 
-@check(task="per variant", points=0, examples=5,
-       variants={v: st.fixed_dictionaries({"name": st.just(v), "shapes": st.sampled_from(_MISMATCHED)})
-                 for v in TARGET_SHAPE},
+@check(examples=5,
+       variants={v: (*TARGET_SHAPE[v], st.fixed_dictionaries({"name": st.just(v), "shapes": st.sampled_from(
+           _MISMATCHED)})) for v in TARGET_SHAPE},
        describe=lambda case: f"{case['name']}(input of shape {case['shapes'][0]}, target of shape {case['shapes'][1]})")
 def rejects_a_target_of_another_shape(tt, case):
     input_shape, target_shape = case["shapes"]
@@ -326,8 +320,9 @@ BAD_CLASS_TARGETS = {
         lambda case: [str(case["x"].shape), str(case["t"].shape)])}
 
 
-@check(task="per variant", points=0, examples=10,
-       variants={v: row[2].map(lambda case, v=v: {**case, "kind": v}) for v, row in BAD_CLASS_TARGETS.items()},
+@check(examples=10,
+       variants={v: (*row[:2], row[2].map(lambda case, v=v: {**case, "kind": v}))
+                 for v, row in BAD_CLASS_TARGETS.items()},
        describe=lambda case: f"cross_entropy and nll_loss of an input of shape {case['x'].shape} with the target "
                              f"{case['t'].tolist()} (shape {case['t'].shape})")
 def bad_class_targets_raise_an_error_naming_them(tt, case):
@@ -351,8 +346,8 @@ IN_0_TO_1 = {"label_smoothing": ("05.7", 1, "cross_entropy(zeros((2, 3)), [0, 1]
                              [1.5, -0.25, 3.0, -2.0, 1.0001, -1e-4, 0.0, 1.0])}
 
 
-@check(task="per variant", points=0,
-       variants={v: st.just({"argument": v, "values": row[3]}) for v, row in IN_0_TO_1.items()},
+@check(
+       variants={v: (*row[:2], st.just({"argument": v, "values": row[3]})) for v, row in IN_0_TO_1.items()},
        describe=lambda case: f"{IN_0_TO_1[case['argument']][2]}: the error raised, for each v in {case['values']}")
 def accepts_only_values_in_0_to_1(tt, case):
     functional = _functional(tt)
@@ -372,8 +367,8 @@ BAD_REDUCTION = {"functions": ("05.11", 2, ["avg", "elementwise_mean", "MEAN", "
                  "modules": ("05.12", 1, ["avg", "elementwise_mean", "SUM", None])}
 
 
-@check(task="per variant", points=0, guard=True, examples=5,
-       variants={v: st.sampled_from(row[2]).map(lambda reduction, v=v: {"via": v, "reduction": reduction})
+@check(guard=True, examples=5,
+       variants={v: (*row[:2], st.sampled_from(row[2]).map(lambda reduction, v=v: {"via": v, "reduction": reduction}))
                  for v, row in BAD_REDUCTION.items()},
        describe=lambda case: f"every loss {'function' if case['via'] == 'functions' else 'module'} with reduction="
                              f"{case['reduction']!r}")
@@ -396,11 +391,6 @@ def _(case, output):
         _expect_error(what, output[name], "ValueError", words)
 
 
-by_variant((values, VALUES), (gradients, GRADIENTS), (unbatched_row_with_a_0d_target, UNBATCHED),
-            (keeps_float32_and_accepts_every_form_of_target, TARGET_FORMS),
-            (rejects_a_target_of_another_shape, TARGET_SHAPE), (bad_class_targets_raise_an_error_naming_them,
-                                                                BAD_CLASS_TARGETS),
-            (accepts_only_values_in_0_to_1, IN_0_TO_1), (a_bad_reduction_raises_value_error, BAD_REDUCTION))
 
 # ---------------------------------------------------------------------------------------------------
 # 05.1 reduction, 05.2 mse_loss, 05.3 class-index targets
@@ -410,7 +400,7 @@ by_variant((values, VALUES), (gradients, GRADIENTS), (unbatched_row_with_a_0d_ta
            lambda losses: {"losses": losses}),
        describe=lambda case: f"_reduce(losses of shape {case['losses'].shape}, reduction) for each reduction")
 def reduce_applies_mean_sum_and_none(tt, case):
-    return {reduction: _losses_module(tt)._reduce(tt.Tensor(case["losses"]), reduction).numpy()
+    return {reduction: module(tt, "losses")._reduce(tt.Tensor(case["losses"]), reduction).numpy()
             for reduction in REDUCTIONS}
 
 
@@ -436,7 +426,7 @@ def _(case):
        describe=lambda case: f"_class_targets(target, {case['x'].shape}) (the target check of cross_entropy and "
                              f"nll_loss) for the float targets {case['t'].astype(float).tolist()}")
 def float_targets_raise_type_error(tt, case):
-    class_targets, shape = _losses_module(tt)._class_targets, case["x"].shape
+    class_targets, shape = module(tt, "losses")._class_targets, case["x"].shape
     return {"a float64 array": capture_error(lambda: class_targets(case["t"].astype(np.float64), shape))["raised"],
             "a float32 Tensor": capture_error(lambda: class_targets(tt.Tensor(case["t"].astype(np.float32)), shape))[
                 "raised"]}
@@ -459,7 +449,7 @@ def _target_forms(tt, t):
                              f"as an int64 array, a uint8 array, a list, a Tensor (and a Python int): what it returns")
 def class_targets_returns_int64_arrays(tt, case):
     """_class_targets returns valid class indices as an int64 numpy array, whatever form they came in."""
-    class_targets, shape = _losses_module(tt)._class_targets, case["x"].shape
+    class_targets, shape = module(tt, "losses")._class_targets, case["x"].shape
     return {form: class_targets(target, shape) for form, target in _target_forms(tt, case["t"]).items()}
 
 
@@ -492,7 +482,7 @@ _BIG = [[1e4, 0.0, -1e4], [1e4, 0.0, -1e4]]   # in float32, with targets [0, 2]
                              f"1e4 in magnitude (input of shape {case['x'].shape}, target {case['t'].tolist()}) and "
                              f"of the float32 logits {_BIG} with targets [0, 2]")
 def cross_entropy_is_exact_for_logits_of_magnitude_1e4(tt, case):
-    cross_entropy = _losses_module(tt)._CrossEntropy.apply
+    cross_entropy = module(tt, "losses")._CrossEntropy.apply
     (drawn, big), warned = _quietly(lambda: (
         cross_entropy(tt.Tensor(case["x"]), case["t"]).numpy(),
         cross_entropy(tt.Tensor(np.array(_BIG, dtype=np.float32)), np.array([0, 2])).numpy()))
@@ -510,7 +500,7 @@ def _(case):
                              f"{case['x'].shape}, target {case['t'].tolist()}, without and with label_smoothing="
                              f"{case['label_smoothing']}")
 def cross_entropy_keeps_float32(tt, case):
-    x, cross_entropy = tt.Tensor(case["x"].astype(np.float32)), _losses_module(tt)._CrossEntropy.apply
+    x, cross_entropy = tt.Tensor(case["x"].astype(np.float32)), module(tt, "losses")._CrossEntropy.apply
     return {"without label_smoothing": cross_entropy(x, case["t"]).numpy(),
             "with label_smoothing": cross_entropy(x, case["t"], label_smoothing=case["label_smoothing"]).numpy()}
 
@@ -528,7 +518,7 @@ def _(case):
                              f"{case['t'].tolist()}), without and with label_smoothing={case['label_smoothing']}, "
                              f"and for the float32 logits {_BIG} with targets [0, 2] and g = 1")
 def cross_entropy_gradients_are_exact_for_logits_of_magnitude_1e4(tt, case):
-    cross_entropy = _losses_module(tt)._CrossEntropy.apply
+    cross_entropy = module(tt, "losses")._CrossEntropy.apply
 
     def run():
         grads = {name: leaf_gradients(tt, lambda x: cross_entropy(x, case["t"], label_smoothing=smoothing),
@@ -558,7 +548,7 @@ def _(case):
                              f"{case['label_smoothing']}), 'mean').backward() (cross_entropy with its defaults) for "
                              f"float32 logits of shape {case['x'].shape}, target {case['t'].tolist()}")
 def cross_entropy_gradient_is_float32_for_float32_logits(tt, case):
-    losses = _losses_module(tt)
+    losses = module(tt, "losses")
     return leaf_gradients(tt, lambda x: losses._reduce(losses._CrossEntropy.apply(
         x, case["t"], label_smoothing=case["label_smoothing"]), "mean"), [case["x"].astype(np.float32)],
         np.array(1.0, dtype=np.float32))[0]
@@ -589,7 +579,7 @@ def _saturated_case(draw):
                              f"probabilities {case['p'].tolist()} against {case['y'].tolist()}, backward with g = 1 "
                              f"(each log clamped at -100; p.grad = (p - y) / max(p(1 - p), 1e-12))")
 def binary_cross_entropy_clamps_its_logs_at_minus_100(tt, case):
-    bce = _losses_module(tt)._BinaryCrossEntropy.apply
+    bce = module(tt, "losses")._BinaryCrossEntropy.apply
     (losses, grad), warned = _quietly(lambda: (
         bce(tt.Tensor(case["p"]), case["y"]).numpy(),
         leaf_gradients(tt, lambda p: bce(p, case["y"]), [case["p"]], np.ones_like(case["p"]))[0]))
@@ -616,7 +606,7 @@ def _(case):
                              f"at logits up to 1e4 in magnitude, shape {case['x'].shape}, and in float32 for "
                              f"[1e4, -1e4, 1e4, -1e4] against [1, 0, 0, 1] with g = 1")
 def bce_with_logits_is_exact_for_logits_of_magnitude_1e4(tt, case):
-    bce = _losses_module(tt)._BCEWithLogits.apply
+    bce = module(tt, "losses")._BCEWithLogits.apply
     big, big_y = np.array([1e4, -1e4, 1e4, -1e4], dtype=np.float32), np.array([1.0, 0.0, 0.0, 1.0], dtype=np.float32)
 
     def run():

@@ -15,7 +15,6 @@ time. The behaviours SGD, Adam and AdamW share are families over the optimizers,
 points of its optimizer's task in the family's table. Every result is a dict whose keys name its parts.
 """
 
-import importlib
 import math
 from functools import partial
 
@@ -23,7 +22,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from checklib import by_variant, capture_error, check, expect_error, shapes
+from checklib import capture_error, check, expect_error, module, shapes
 
 SGD_TOL = {"rtol": 1e-4, "atol": 1e-4}
 ADAM_TOL = {"rtol": 1e-4, "atol": 2e-5}
@@ -31,11 +30,6 @@ SCHEDULE_TOL = {"rtol": 1e-9, "atol": 1e-12}
 
 # ---------------------------------------------------------------------------------------------------
 # compute helpers: drive the package under test (they travel to the sandbox and reveal no answer)
-
-
-def _optim_module(tt):
-    """The exported module (for the private array kernels _sgd_update and _adam_update)."""
-    return importlib.import_module(tt.__name__ + ".core.optim")
 
 
 def _leaves(tt, arrays):
@@ -226,7 +220,7 @@ STEPS = {"SGD": ("06.3", 2, _run("SGD")), "SGD, some gradients None": ("06.3", 2
              "AdamW", skips=True, max_params=2, hyper=st.floats(1e-3, 0.1).map(lambda lr: {"lr": lr})))}
 
 
-@check(task="per variant", points=0, dtype=True, variants={v: row[2] for v, row in STEPS.items()},
+@check(dtype=True, variants={v: row[:3] for v, row in STEPS.items()},
        describe=lambda case: f"{_run_words(case)}: each parameter, its .grad (which step() leaves alone)"
                              + ("" if case["kind"] == "SGD" else " and state['step'] (0 without a gradient)"))
 def steps_match_the_update_rule(tt, case):
@@ -257,7 +251,7 @@ STATE_DICT = {"SGD": ("06.3", 1, _run("SGD", skips=True, min_params=2, hyper=st.
               "Adam": ("06.5", 1, _run("Adam", skips=True))}
 
 
-@check(task="per variant", points=0, examples=15, variants={v: row[2] for v, row in STATE_DICT.items()},
+@check(examples=15, variants={v: row[:3] for v, row in STATE_DICT.items()},
        describe=lambda case: f"{_run_words(case)}: state_dict()")
 def state_dict_holds_what_step_keeps(tt, case):
     saved = _trained(tt, case)[1].state_dict()
@@ -277,7 +271,7 @@ RESUME = {"SGD": ("06.3", 1, _run("SGD", min_steps=4)), "Adam": ("06.5", 1, _run
           "AdamW": ("06.6", 1, _run("AdamW", min_steps=4))}
 
 
-@check(task="per variant", points=0, examples=15, variants={v: row[2] for v, row in RESUME.items()},
+@check(examples=15, variants={v: row[:3] for v, row in RESUME.items()},
        describe=lambda case: f"{_run_words(case)}, interrupted after 2 steps: its state_dict() loaded into a fresh "
                              f"{case['kind']}(copies of the parameters, lr=9.0, ...), both continued alike")
 def resumes_identically_after_load_state_dict(tt, case):
@@ -316,8 +310,8 @@ ARGUMENTS = {"SGD": ("06.3", 2, [("SGD", *row) for row in SGD_ARGUMENTS]),
              "Adam and AdamW": ("06.5", 2, [(kind, *row) for kind in ("Adam", "AdamW") for row in ADAM_ARGUMENTS])}
 
 
-@check(task="per variant", points=0, examples=1,
-       variants={v: st.just({"calls": [[kind, kwargs] for kind, kwargs, _, _ in row[2]]})
+@check(examples=1,
+       variants={v: (*row[:2], st.just({"calls": [[kind, kwargs] for kind, kwargs, _, _ in row[2]]}))
                  for v, row in ARGUMENTS.items()},
        describe=lambda case: "optimizers constructed with arguments to check (PyTorch accepts a lr, eps or "
                              "momentum of 0)")
@@ -357,7 +351,7 @@ CLOSED_FORMS = {"StepLR": ("06.8", 2, _schedules("StepLR", st.floats(1e-4, 1.0),
                     "scheduler": "CosineAnnealingLR", "lrs": [0.2, 0.05], "kwargs": {"T_max": 6}, "k": 6}))}
 
 
-@check(task="per variant", points=0, **SCHEDULE_TOL, variants={v: row[2] for v, row in CLOSED_FORMS.items()},
+@check(**SCHEDULE_TOL, variants={v: row[:3] for v, row in CLOSED_FORMS.items()},
        describe=lambda case: f"{case['scheduler']}(optimizer{_kwargs(case['kwargs'])}) on groups with lr "
                              f"{_lrs(case)}, stepped {case['k']} times")
 def scheduler_matches_its_closed_form(tt, case):
@@ -379,9 +373,6 @@ def _(case):
     return {f"epoch {t}": {"get_last_lr()": lr, "the groups' lr": lr} for t, lr in lrs.items()}
 
 
-by_variant((steps_match_the_update_rule, STEPS), (state_dict_holds_what_step_keeps, STATE_DICT),
-            (resumes_identically_after_load_state_dict, RESUME), (checks_its_arguments, ARGUMENTS),
-            (scheduler_matches_its_closed_form, CLOSED_FORMS))
 
 # ---------------------------------------------------------------------------------------------------
 # 06.1 zero_grad
@@ -435,14 +426,14 @@ SGD_UPDATE = {"lr only": ("06.2", 1, _sgd_hyper()),
               "all of them drawn": ("06.2", 1, HYPER["SGD"])}
 
 
-@check(task="per variant", points=0, dtype=True, **SGD_TOL,
-       variants={v: _run("SGD", max_params=1, hyper=row[2]) for v, row in SGD_UPDATE.items()},
+@check(dtype=True, **SGD_TOL,
+       variants={v: (*row[:2], _run("SGD", max_params=1, hyper=row[2])) for v, row in SGD_UPDATE.items()},
        describe=lambda case: f"_sgd_update(param, grad, buffer{_kwargs(case['hyper'])}) for {len(case['grads'])} "
                              f"steps on a float32 param of shape {case['params'][0].shape}")
 def sgd_update_follows_pytorchs_algorithm(tt, case):
     param, buffer = np.array(case["params"][0], dtype=np.float32), None
     for grads in case["grads"]:
-        buffer = _optim_module(tt)._sgd_update(param, np.array(grads[0]), buffer, **case["hyper"])
+        buffer = module(tt, "optim")._sgd_update(param, np.array(grads[0]), buffer, **case["hyper"])
     return {"param": param, "the buffer returned (None without momentum)": _copy(buffer)}
 
 
@@ -458,7 +449,7 @@ sgd_update_follows_pytorchs_algorithm.expected(lambda case: {
                              f"g2, first, ...) with g2 = g (the buffer is a copy, updated in place; a grad never "
                              f"changes)")
 def sgd_update_leaves_grad_alone_and_keeps_its_buffer(tt, case):
-    update, param = _optim_module(tt)._sgd_update, np.ones(3, dtype=np.float32)
+    update, param = module(tt, "optim")._sgd_update, np.ones(3, dtype=np.float32)
     g1, g2 = case["g"].copy(), case["g"].copy()
     first = update(param, g1, None, lr=0.1, momentum=0.9, weight_decay=case["weight_decay"])
     g1_after, g1[...] = g1.copy(), 0.0
@@ -495,8 +486,8 @@ ADAM_UPDATE = {"the first step, bias-corrected": ("06.4", 2, _adam_run(first_onl
                    eps=st.just(1e-3), scale=1e-3))}
 
 
-@check(task="per variant", points=0, dtype=True, **ADAM_TOL,
-       variants={v: row[2] for v, row in ADAM_UPDATE.items()},
+@check(dtype=True, **ADAM_TOL,
+       variants={v: row[:3] for v, row in ADAM_UPDATE.items()},
        describe=lambda case: f"_adam_update(param, grad, exp_avg, exp_avg_sq, step, lr={case['hyper']['lr']:.4g}, "
                              f"beta1={case['hyper']['betas'][0]}, beta2={case['hyper']['betas'][1]}, eps="
                              f"{case['hyper']['eps']}) for steps 1..{len(case['grads'])} on a float32 param of shape "
@@ -505,7 +496,7 @@ def adam_update_follows_the_algorithm(tt, case):
     h, param = case["hyper"], np.array(case["params"][0], dtype=np.float32)
     exp_avg, exp_avg_sq = np.zeros_like(param), np.zeros_like(param)
     for step, grads in enumerate(case["grads"], start=1):
-        _optim_module(tt)._adam_update(param, np.array(grads[0]), exp_avg, exp_avg_sq, step, lr=h["lr"],
+        module(tt, "optim")._adam_update(param, np.array(grads[0]), exp_avg, exp_avg_sq, step, lr=h["lr"],
                                        beta1=h["betas"][0], beta2=h["betas"][1], eps=h["eps"])
     return {"param": param, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
 
@@ -522,7 +513,7 @@ def adam_update_is_vectorised(tt, case):
     param, grad = (rng.standard_normal((1000, 1000)).astype(np.float32) for _ in range(2))
     exp_avg, exp_avg_sq = np.zeros_like(param), np.zeros_like(param)
     for step in range(1, 6):
-        _optim_module(tt)._adam_update(param, grad, exp_avg, exp_avg_sq, step, lr=0.01, beta1=0.9, beta2=0.999,
+        module(tt, "optim")._adam_update(param, grad, exp_avg, exp_avg_sq, step, lr=0.01, beta1=0.9, beta2=0.999,
                                        eps=1e-8)
     return param[0]
 
@@ -550,7 +541,7 @@ WEIGHT_DECAY = {"Adam, L2 through the moments": ("06.5", 2, _decay_run("Adam")),
                 "AdamW, decoupled from the moments": ("06.6", 3, _decay_run("AdamW"))}
 
 
-@check(task="per variant", points=0, dtype=True, **ADAM_TOL, variants={v: row[2] for v, row in WEIGHT_DECAY.items()},
+@check(dtype=True, **ADAM_TOL, variants={v: row[:3] for v, row in WEIGHT_DECAY.items()},
        describe=lambda case: f"{_run_words(case)}, the first gradient zeros: p after each step, and the state's "
                              f"exp_avg and exp_avg_sq after the last")
 def weight_decay_goes_where_it_belongs(tt, case):
@@ -571,8 +562,6 @@ def _(case):
             "exp_avg": state["exp_avg"], "exp_avg_sq": state["exp_avg_sq"]}
 
 
-by_variant((sgd_update_follows_pytorchs_algorithm, SGD_UPDATE), (adam_update_follows_the_algorithm, ADAM_UPDATE),
-           (weight_decay_goes_where_it_belongs, WEIGHT_DECAY))
 
 # ---------------------------------------------------------------------------------------------------
 # 06.3 SGD: what the families do not cover

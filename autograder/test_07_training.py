@@ -24,7 +24,7 @@ import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from checklib import CheckFailed, arrays, assert_close, by_variant, capture_error, check, expect_error
+from checklib import CheckFailed, arrays, assert_close, capture_error, check, expect_error
 
 TRAIN_TOL = {"rtol": 1e-4, "atol": 1e-5}
 
@@ -228,7 +228,7 @@ ACCURACY = {"(N, C) arrays": ("07.1", 1, _logits_targets(1, "array")),
             "(B, T, C) arrays, a batch of sequences": ("07.1", 1, _logits_targets(2, "array"))}
 
 
-@check(task="per variant", points=0, variants={v: row[2] for v, row in ACCURACY.items()},
+@check(variants={v: row[:3] for v, row in ACCURACY.items()},
        describe=lambda case: f"accuracy(logits, targets) for {case['as']}s of shapes {case['logits'].shape} and "
                              f"{case['targets'].shape} (ties in a row go to the first maximum)")
 def accuracy_is_the_fraction_of_correct_argmax(tt, case):
@@ -289,7 +289,7 @@ CLIP = {"norm_type=2 (the default), max_norm below the norm": ("07.2", 1, _grads
         "norm_type=3": ("07.2", 1, _grads(norm_type=st.just(3.0)))}
 
 
-@check(task="per variant", points=0, rtol=1e-5, atol=1e-10, variants={v: row[2] for v, row in CLIP.items()},
+@check(rtol=1e-5, atol=1e-10, variants={v: row[:3] for v, row in CLIP.items()},
        describe=lambda case: f"clip_grad_norm_(parameters with grads of shapes {_shapes(case)}, max_norm="
                              f"{case['max_norm']:.4g}" + ("" if case["norm_type"] is None else
                                                           f", norm_type={case['norm_type']!r}") + ")")
@@ -430,7 +430,7 @@ EPOCHS = {"Linear, MSELoss, SGD": ("07.4", 3, _regression()),
               lambda case: {**case, "max_norm": 0.05}))}
 
 
-@check(task="per variant", points=0, examples=15, **TRAIN_TOL, variants={v: row[2] for v, row in EPOCHS.items()},
+@check(examples=15, **TRAIN_TOL, variants={v: row[:3] for v, row in EPOCHS.items()},
        describe=lambda case: f"train_epoch(Linear, {case['loss']}, SGD(lr={case['lr']}, momentum="
                              f"{case.get('momentum', 0.0)}){', max_norm=0.05' if case.get('max_norm') else ''}) on "
                              f"{_data(case)}")
@@ -513,7 +513,7 @@ EVALUATE = {"CrossEntropyLoss, integer targets": ("07.5", 2, _classification(max
             "MSELoss, float targets (accuracy nan)": ("07.5", 1, _regression())}
 
 
-@check(task="per variant", points=0, examples=15, **TRAIN_TOL, variants={v: row[2] for v, row in EVALUATE.items()},
+@check(examples=15, **TRAIN_TOL, variants={v: row[:3] for v, row in EVALUATE.items()},
        describe=lambda case: f"evaluate(Linear, {case['loss']}, {len(case['x'])} examples, batch_size="
                              f"{case['batch_size']})")
 def evaluate_returns_the_mean_loss_and_accuracy(tt, case):
@@ -950,7 +950,4 @@ def load_checkpoint_refuses_pickled_objects(tt, case):
 load_checkpoint_refuses_pickled_objects.expected(lambda case: {"the error": "ValueError",
                                                                "the pickled object ran": False})
 
-by_variant((accuracy_is_the_fraction_of_correct_argmax, ACCURACY),
-            (clip_grad_norm_returns_the_norm_and_scales_the_grads, CLIP),
-            (train_epoch_matches_numpy_step_by_step, EPOCHS),
-            (evaluate_returns_the_mean_loss_and_accuracy, EVALUATE))
+

@@ -5,8 +5,9 @@ Deterministic results (items, collated batches, batches in order, normalised ima
 numpy. Random ones (shuffled epochs, flips, crops) come back raw, every order and every image, and the
 verdict decides: each epoch a permutation, the same under the same seed and another under another seed,
 each output image the input or its mirror, or a window of the padded input, the places spread over every
-position. A collated result travels as plain data (`_plain`): each Tensor as its dtype and values, each
-container as its type and parts. The datasets are plain classes of the suite with `__len__` and
+position; what takes a generator draws from it alone, and from tt's default generator without one (one family,
+each variant worth its task's points). A collated result travels as plain data (`_plain`): each Tensor as its
+dtype and values, each container as its type and parts. The datasets are plain classes of the suite with `__len__` and
 `__getitem__` (duck typing, as PyTorch allows), so that a loader check needs no TensorDataset; the shipped
 data files are never read here (the given loaders are tested by the project's own tests).
 """
@@ -18,7 +19,19 @@ import re
 import numpy as np
 from hypothesis import strategies as st
 
-from checklib import CheckFailed, CheckFamily, arrays, assert_close, by_variant, capture_error, check, expect_error
+from checklib import (
+    CheckFailed,
+    arrays,
+    assert_close,
+    capture_error,
+    check,
+    expect_error,
+    expect_generator_draws,
+    expect_unchanged,
+    generator_draws,
+    held,
+    unchanged_then_expected,
+)
 
 # ---------------------------------------------------------------------------------------------------
 # compute helpers (they travel to the sandbox and reveal no answer)
@@ -102,20 +115,6 @@ def _back(tt, output):
                                                                   else output)}
 
 
-def _held(tt, value):
-    """What an argument holds after the call, as plain data: a Tensor or an array as its type and a copy of its
-    values, a container as its type and parts, anything else as its type and repr (tt None: no Tensor here)."""
-    if tt is not None and isinstance(value, tt.Tensor):
-        return {"Tensor": np.array(value.numpy())}
-    if isinstance(value, np.ndarray):
-        return {"ndarray": value.copy()}
-    if isinstance(value, dict):
-        return {"dict": {str(key): _held(tt, part) for key, part in value.items()}}
-    if isinstance(value, (list, tuple)):
-        return {type(value).__name__: [_held(tt, part) for part in value]}
-    return {type(value).__name__: repr(value)}
-
-
 class _Counted:
     """A sampler of n indices that only tells how many (n beyond 2**53): len() needs no index made."""
 
@@ -144,54 +143,6 @@ def _is_permutation(order, n):
 
 def _fail(sentence):
     raise CheckFailed(sentence, sentence)
-
-
-def _same(before, after):
-    """Plain data equal, arrays by shape, dtype and values (a list and a tuple alike: the wire makes both lists)."""
-    if isinstance(before, dict):
-        return isinstance(after, dict) and set(before) == set(after) and all(_same(before[k], after[k]) for k in before)
-    if isinstance(before, (list, tuple)):
-        return isinstance(after, (list, tuple)) and len(before) == len(after) and all(map(_same, before, after))
-    if isinstance(before, np.ndarray) or isinstance(after, np.ndarray):
-        before, after = np.asarray(before), np.asarray(after)
-        return before.shape == after.shape and before.dtype == after.dtype and np.array_equal(before, after)
-    return type(before) is type(after) and before == after
-
-
-def _change(before, after):
-    """How an array changed, in words; for other data, what it held before and after."""
-    if isinstance(before, dict) and isinstance(after, dict) and len(before) == 1 and before.keys() == after.keys():
-        return _change(*before.values(), *after.values())      # {"ndarray": array}: the array
-    if not (isinstance(before, np.ndarray) and isinstance(after, np.ndarray)):
-        return f"it held {before!r:.80} and then {after!r:.80}"
-    if before.shape != after.shape or before.dtype != after.dtype:
-        return f"shape {before.shape} and dtype {before.dtype} became shape {after.shape} and dtype {after.dtype}"
-    wrong = before != after
-    index = tuple(int(i) for i in np.unravel_index(int(np.argmax(wrong)), before.shape))
-    return (f"{int(wrong.sum())} of {before.size} values changed, the first at index {index}: {before[index].item()!r} "
-            f"became {after[index].item()!r}")
-
-
-def _expect_unchanged(what, given, afterwards, advice):
-    """Judge a call's arguments: each (name -> what it was given) must hold the same after the call."""
-    for name, before in given.items():
-        if not _same(before, afterwards[name]):
-            raise CheckFailed(f"{what}: the call changed {name}, which it was given, in place "
-                              f"({_change(before, afterwards[name])}); {advice}",
-                              f"{what}: the call changed {name}, which it was given, in place; {advice}")
-
-
-def _judge_arguments_then_result(check_, expected, given, advice):
-    """Make check_'s verdict (its compute returns {"result": ..., "afterwards": {name: _held(...)}}): first every
-    argument as given (`given(case)`), then the result against `expected(case)`, compared as the check compares."""
-    first = check_.checks[0] if isinstance(check_, CheckFamily) else check_
-
-    def verdict(case, output):
-        what = first.what(case)
-        _expect_unchanged(what, given(case), output["afterwards"], advice)
-        assert_close(output["result"], expected(case), what=what, rtol=first.rtol, atol=first.atol,
-                     exact_dtype=first.dtype)
-    check_.verdict(verdict)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -223,7 +174,7 @@ def tensor_dataset_items_are_tuples_of_rows(tt, case):
     items = {f"item {i}": dataset[i] for i in [*range(len(case["tensors"][0])), -1]}
     return {"result": {"len": len(dataset), **{key: {type(item).__name__: [_plain(tt, part) for part in item]}
                                                    for key, item in items.items()}},
-            "afterwards": {f"tensor {k}": _held(tt, t) for k, t in enumerate(given)}}
+            "afterwards": {f"tensor {k}": held(tt, t) for k, t in enumerate(given)}}
 
 
 def _tensor_dataset_items(case):
@@ -231,11 +182,9 @@ def _tensor_dataset_items(case):
     return {"len": n, **{f"item {i}": {"tuple": [_tensor(t[i]) for t in case["tensors"]]} for i in [*range(n), -1]}}
 
 
-_judge_arguments_then_result(
-    tensor_dataset_items_are_tuples_of_rows, _tensor_dataset_items,
-    lambda case: {f"tensor {k}": {"Tensor" if form == "Tensor" else "ndarray": t}
-                  for k, (t, form) in enumerate(zip(case["tensors"], case["forms"]))},
-    "keep the tensors as they were given (as_tensor keeps an array's memory: never write into it)")
+unchanged_then_expected(tensor_dataset_items_are_tuples_of_rows, _tensor_dataset_items,
+                        lambda case: {f"tensor {k}": t for k, t in enumerate(case["tensors"])},
+                        "keep the tensors as they were given (as_tensor keeps an array's memory: never write into it)")
 
 
 @check(task="08.1", points=1, guard=True, inputs=st.tuples(st.integers(1, 5), st.integers(1, 5)).filter(
@@ -292,7 +241,7 @@ def _collated_leaves(case):
     return np.stack(items)
 
 
-@check(task="per variant", points=0, dtype=True, variants={v: row[2] for v, row in COLLATE_LEAVES.items()},
+@check(dtype=True, variants=COLLATE_LEAVES,
        describe=lambda case: f"default_collate(a list of {len(case['items'])} {case['kind']}"
                              + (f" of dtype {case['dtype']}" if case["dtype"] else "")
                              + (f" of shape {np.shape(case['items'][0])}" if case["kind"] in ("numpy arrays", "Tensors")
@@ -301,19 +250,13 @@ def default_collate_stacks_numbers_arrays_and_tensors(tt, case):
     items = _items(case)
     if case["kind"] == "Tensors":
         items = [tt.Tensor(item) for item in items]
-    return {"result": _plain(tt, tt.utils.data.default_collate(items)), "afterwards": {"the batch": _held(tt, items)}}
-
-
-def _leaves_given(case):
-    if case["kind"] == "Tensors":
-        return {"the batch": {"list": [{"Tensor": item} for item in case["items"]]}}
-    return {"the batch": _held(None, _items(case))}
+    return {"result": _plain(tt, tt.utils.data.default_collate(items)), "afterwards": {"the batch": held(tt, items)}}
 
 
 _COLLATE_ADVICE = ("build the batch in new containers and leave the list of items, and every item, as it was given "
                    "(the items are the dataset's own)")
-_judge_arguments_then_result(default_collate_stacks_numbers_arrays_and_tensors,
-                             lambda case: _tensor(_collated_leaves(case)), _leaves_given, _COLLATE_ADVICE)
+unchanged_then_expected(default_collate_stacks_numbers_arrays_and_tensors, lambda case: _tensor(_collated_leaves(case)),
+                        lambda case: {"the batch": _items(case)}, _COLLATE_ADVICE)
 
 
 @st.composite
@@ -408,19 +351,19 @@ COLLATE_STRUCTURES = {
 }
 
 
-@check(task="per variant", points=0, dtype=True, variants={v: row[2] for v, row in COLLATE_STRUCTURES.items()},
+@check(dtype=True, variants=COLLATE_STRUCTURES,
        describe=lambda case: f"default_collate(a list of {len(case['labels'])} items as {case['form']}, images of "
                              f"shape {case['images'][0].shape} float32, int labels)")
 def default_collate_collates_position_by_position(tt, case):
     items = _structured_items(case)
-    return {"result": _plain(tt, tt.utils.data.default_collate(items)), "afterwards": {"the batch": _held(tt, items)}}
+    return {"result": _plain(tt, tt.utils.data.default_collate(items)), "afterwards": {"the batch": held(tt, items)}}
 
 
 @default_collate_collates_position_by_position.verdict
 def _(case, output):
     first = default_collate_collates_position_by_position.checks[0]
     what = first.what(case)
-    _expect_unchanged(what, {"the batch": _held(None, _structured_items(case))}, output["afterwards"], _COLLATE_ADVICE)
+    expect_unchanged(what, {"the batch": _structured_items(case)}, output["afterwards"], _COLLATE_ADVICE)
     parts = output["result"].get("list") if isinstance(output["result"], dict) else None
     names = [f"item {label}" for label in case["labels"]]
     if case["form"] == "tuples holding strings" and isinstance(parts, list) and len(parts) == 3 \
@@ -474,64 +417,6 @@ def _(case, output):
         _fail(f"{what}: two successive epochs came in the same order {epochs[1]!r:.120}; each iteration must draw "
               f"a new permutation")
 
-
-@check(task="08.4", points=1, inputs=_seeded,
-       describe=lambda case: f"list(RandomSampler(range({case['n']}))) after tt.manual_seed({case['seed']}), again "
-                             f"after tt.manual_seed({case['seed']}) and after tt.manual_seed({case['seed'] + 1})")
-def random_sampler_draws_from_the_default_generator(tt, case):
-    sampler = tt.utils.data.RandomSampler(range(case["n"]))
-
-    def draw(seed):
-        tt.manual_seed(seed)
-        return [int(i) for i in sampler]
-    return {"first": draw(case["seed"]), "second": draw(case["seed"]), "third": draw(case["seed"] + 1)}
-
-
-@random_sampler_draws_from_the_default_generator.verdict
-def _(case, output):
-    what = f"RandomSampler(range({case['n']})) after tt.manual_seed({case['seed']})"
-    if not _is_permutation(output["first"], case["n"]):
-        _fail(f"{what}: yielded {output['first']!r:.120}, not a permutation of 0..{case['n'] - 1}")
-    if output["first"] != output["second"]:
-        _fail(f"{what}: the same seed gave {output['first']!r:.100} and then {output['second']!r:.100}; without a "
-              f"generator the order must come from tt's default generator")
-    if output["first"] == output["third"]:
-        _fail(f"{what}: seeds {case['seed']} and {case['seed'] + 1} gave the same order; without a generator the "
-              f"order must come from tt's default generator")
-
-
-@check(task="08.4", points=1, inputs=_seeded,
-       describe=lambda case: f"RandomSampler(range({case['n']}), generator=np.random.default_rng(s)) for s = "
-                             f"{case['seed']}, {case['seed']} and {case['seed'] + 1}, after tt.manual_seed(0), 1 and "
-                             f"2, "
-                             f"then tt.randn(4)")
-def random_sampler_draws_from_its_generator(tt, case):
-    orders = {}
-    for run, (seed, global_seed) in {"first": (case["seed"], 0), "second": (case["seed"], 1),
-                                     "third": (case["seed"] + 1, 2)}.items():
-        tt.manual_seed(global_seed)
-        sampler = tt.utils.data.RandomSampler(range(case["n"]), generator=np.random.default_rng(seed))
-        orders[run] = [int(i) for i in sampler]
-        orders[f"tt.randn(4) after the {run}"] = tt.randn(4).numpy()
-    tt.manual_seed(0)
-    orders["tt.randn(4) after tt.manual_seed(0) alone"] = tt.randn(4).numpy()
-    return orders
-
-
-@random_sampler_draws_from_its_generator.verdict
-def _(case, output):
-    what = f"RandomSampler(range({case['n']}), generator=np.random.default_rng({case['seed']}))"
-    if not _is_permutation(output["first"], case["n"]):
-        _fail(f"{what}: yielded {output['first']!r:.120}, not a permutation of 0..{case['n'] - 1}")
-    if output["first"] != output["second"]:
-        _fail(f"{what}: two samplers with generators of the same seed gave different orders after different "
-              f"tt.manual_seed calls; with a generator the order must come from that generator alone")
-    if output["first"] == output["third"]:
-        _fail(f"{what}: generators of seeds {case['seed']} and {case['seed'] + 1} gave the same order; the order must "
-              f"come from the generator given")
-    if not np.array_equal(output["tt.randn(4) after the first"], output["tt.randn(4) after tt.manual_seed(0) alone"]):
-        _fail(f"{what}: iterating it moved tt's default generator; with a generator of its own the sampler must "
-              f"leave the default generator alone")
 
 # ---------------------------------------------------------------------------------------------------
 # 08.5 BatchSampler
@@ -804,31 +689,6 @@ def _(case, output):
         _fail(f"{what}: seeds {case['seed']} and {case['seed'] + 1} gave the same order")
 
 
-@check(task="08.7", points=1, inputs=_seeded,
-       describe=lambda case: f"DataLoader(a dataset of {case['n']} items, batch_size=4, shuffle=True, "
-                             f"generator=np.random.default_rng(s)) for s = {case['seed']} after tt.manual_seed(0), "
-                             f"s = {case['seed']} after tt.manual_seed(1), s = {case['seed'] + 1}")
-def dataloader_shuffles_with_its_generator(tt, case):
-    orders = {}
-    for run, (seed, global_seed) in {"first": (case["seed"], 0), "second": (case["seed"], 1),
-                                     "third": (case["seed"] + 1, 2)}.items():
-        tt.manual_seed(global_seed)
-        orders[run] = _order(tt.utils.data.DataLoader(_Labels(case["n"]), batch_size=4, shuffle=True,
-                                                      generator=np.random.default_rng(seed)))
-    return orders
-
-
-@dataloader_shuffles_with_its_generator.verdict
-def _(case, output):
-    what = f"DataLoader(..., shuffle=True, generator=np.random.default_rng({case['seed']}))"
-    if not _is_permutation(output["first"], case["n"]):
-        _fail(f"{what}: an epoch gave {output['first']!r:.120}, not every item 0..{case['n'] - 1} once")
-    if output["first"] != output["second"]:
-        _fail(f"{what}: generators of the same seed gave different orders; the order must come from the generator")
-    if output["first"] == output["third"]:
-        _fail(f"{what}: generators of seeds {case['seed']} and {case['seed'] + 1} gave the same order")
-
-
 @check(task="08.7", points=1, inputs=_rows(),
        describe=lambda case: f"{_rows_words(case)[:-1]}, collate_fn=f): what f received and what the loader yielded")
 def dataloader_calls_collate_fn_on_each_list_of_items(tt, case):
@@ -870,17 +730,13 @@ NORMALIZE = {
 }
 
 
-@check(task="per variant", points=0, dtype=True, variants={v: row[2] for v, row in NORMALIZE.items()},
+@check(dtype=True, variants=NORMALIZE,
        describe=lambda case: f"Normalize(mean={case['mean']}, std={case['std']}) of {case['form']} images of shape "
                              f"{case['x'].shape} and dtype {case['x'].dtype}")
 def normalize_subtracts_the_mean_and_divides_by_the_std(tt, case):
     images = _given(tt, case["x"], case["form"])
     return {"result": _back(tt, tt.transforms.Normalize(case["mean"], case["std"])(images)),
-            "afterwards": {"the images": _held(tt, images)}}
-
-
-def _images_given(case):
-    return {"the images": {"Tensor" if case["form"] == "Tensor" else "ndarray": case["x"]}}
+            "afterwards": {"the images": held(tt, images)}}
 
 
 def _normalized(case):
@@ -891,9 +747,9 @@ def _normalized(case):
             "array": ((x.astype(np.float64) - mean) / std).astype(x.dtype)}
 
 
-_judge_arguments_then_result(normalize_subtracts_the_mean_and_divides_by_the_std, _normalized, _images_given,
-                             "compute a new array, (batch - mean) / std, not batch -= mean: np.asarray(x), a "
-                             "Tensor's array and batch[None] all share the caller's memory")
+unchanged_then_expected(normalize_subtracts_the_mean_and_divides_by_the_std, _normalized,
+                        lambda case: {"the images": case["x"]}, "compute a new array, (batch - mean) / std, not batch "
+                        "-= mean: np.asarray(x), a Tensor's array and batch[None] all share the caller's memory")
 _FLIP_ADVICE = ("pick each image from the batch or its mirror into a new array (np.where), never assign into the "
                 "batch: np.asarray(x) shares the caller's memory")
 _CROP_ADVICE = ("take the windows into a new array and never write into the batch: np.asarray(x) shares the caller's "
@@ -947,14 +803,14 @@ def flip_gives_each_image_or_its_mirror(tt, case):
     tt.manual_seed(case["seed"])
     images = _given(tt, case["x"], case["form"])
     return {**_back(tt, tt.transforms.RandomHorizontalFlip(p=case["p"])(images)),
-            "afterwards": {"the images": _held(tt, images)}}
+            "afterwards": {"the images": held(tt, images)}}
 
 
 @flip_gives_each_image_or_its_mirror.verdict
 def _(case, output):
     x, what = case["x"], (f"RandomHorizontalFlip(p={case['p']}) of {case['form']} images of shape {case['x'].shape} "
                           f"and dtype {case['x'].dtype}")
-    _expect_unchanged(what, _images_given(case), output["afterwards"], _FLIP_ADVICE)
+    expect_unchanged(what, {"the images": x}, output["afterwards"], _FLIP_ADVICE)
     got = output["array"]
     wanted = "Tensor" if case["form"] == "Tensor" else "ndarray"
     if output["type"] != wanted or got.shape != x.shape or got.dtype != x.dtype:
@@ -982,14 +838,14 @@ def flip_mirrors_each_image_with_probability_p(tt, case):
     tt.manual_seed(case["seed"])
     batch = np.repeat(case["image"][None], 400, axis=0)
     return {"output": np.asarray(tt.transforms.RandomHorizontalFlip(p=case["p"])(batch)),
-            "afterwards": {"the batch": _held(tt, batch)}}
+            "afterwards": {"the batch": held(tt, batch)}}
 
 
 @flip_mirrors_each_image_with_probability_p.verdict
 def _(case, output):
     what = f"RandomHorizontalFlip(p={case['p']}) of 400 copies of one image"
-    _expect_unchanged(what, {"the batch": {"ndarray": np.repeat(case["image"][None], 400, axis=0)}},
-                      output["afterwards"], _FLIP_ADVICE)
+    expect_unchanged(what, {"the batch": np.repeat(case["image"][None], 400, axis=0)}, output["afterwards"],
+                     _FLIP_ADVICE)
     output = output["output"]
     if output.shape != (400, 1, 2, 3):
         _fail(f"{what}: expected shape (400, 1, 2, 3) but got {output.shape}")
@@ -1000,39 +856,6 @@ def _(case, output):
         _fail(f"{what}: {mirrored} of the 400 were mirrored, expected about {400 * case['p']:.0f} (each image on its "
               f"own with probability p)")
 
-
-@check(task="08.9", points=1, inputs=st.integers(0, 2 ** 16).map(lambda seed: {"seed": seed}),
-       describe=lambda case: f"RandomHorizontalFlip() of 64 copies of one image after tt.manual_seed({case['seed']}) "
-                             f"twice and after tt.manual_seed({case['seed'] + 1}), and with generator="
-                             f"np.random.default_rng({case['seed']}) after tt.manual_seed(0) and (1)")
-def flip_draws_from_the_generator(tt, case):
-    batch = np.repeat(np.arange(6, dtype=np.float32).reshape(1, 1, 2, 3), 64, axis=0)
-    flips = {}
-    for run, seed in {"first": case["seed"], "second": case["seed"], "third": case["seed"] + 1}.items():
-        tt.manual_seed(seed)
-        flips[run] = np.asarray(tt.transforms.RandomHorizontalFlip()(batch))[:, 0, 0, 0]
-    for run, seed in {"own generator after seed 0": 0, "own generator after seed 1": 1}.items():
-        tt.manual_seed(seed)
-        flip = tt.transforms.RandomHorizontalFlip(generator=np.random.default_rng(case["seed"]))
-        flips[run] = np.asarray(flip(batch))[:, 0, 0, 0]
-    flips["afterwards"] = {"the batch": _held(tt, batch)}
-    return flips
-
-
-@flip_draws_from_the_generator.verdict
-def _(case, output):
-    what = f"RandomHorizontalFlip() of 64 copies of one image after tt.manual_seed({case['seed']})"
-    _expect_unchanged(what, {"the batch": {"ndarray": np.repeat(np.arange(6, dtype=np.float32).reshape(1, 1, 2, 3), 64,
-                                                                 axis=0)}}, output["afterwards"], _FLIP_ADVICE)
-    if not np.array_equal(output["first"], output["second"]):
-        _fail(f"{what}: the same seed flipped different images; draw from tt's default generator")
-    if np.array_equal(output["first"], output["third"]):
-        _fail(f"{what}: seeds {case['seed']} and {case['seed'] + 1} flipped the same images")
-    if not np.array_equal(output["own generator after seed 0"], output["own generator after seed 1"]):
-        _fail(f"{what}: with generator=np.random.default_rng({case['seed']}) the flips changed with tt.manual_seed; "
-              f"draw from the generator given")
-    if len(set(output["first"].tolist())) < 2:
-        _fail(f"{what}: all 64 images were treated alike; draw for each image on its own")
 
 # ---------------------------------------------------------------------------------------------------
 # 08.10 RandomCrop
@@ -1073,13 +896,13 @@ def _crop_words(case):
 def crop_gives_a_window_of_each_padded_image(tt, case):
     tt.manual_seed(case["seed"])
     crop, images = tt.transforms.RandomCrop(case["size"], padding=case["padding"]), _given(tt, case["x"], case["form"])
-    return {**_back(tt, crop(images)), "afterwards": {"the images": _held(tt, images)}}
+    return {**_back(tt, crop(images)), "afterwards": {"the images": held(tt, images)}}
 
 
 @crop_gives_a_window_of_each_padded_image.verdict
 def _(case, output):
     x, what, got = case["x"], _crop_words(case), output["array"]
-    _expect_unchanged(what, _images_given(case), output["afterwards"], _CROP_ADVICE)
+    expect_unchanged(what, {"the images": x}, output["afterwards"], _CROP_ADVICE)
     h, w = (case["size"], case["size"]) if isinstance(case["size"], int) else case["size"]
     shape = x.shape[:-2] + (h, w)
     wanted = "Tensor" if case["form"] == "Tensor" else "ndarray"
@@ -1099,15 +922,15 @@ def _(case, output):
 def crop_places_cover_every_position(tt, case):
     tt.manual_seed(case["seed"])
     crop, batch = tt.transforms.RandomCrop((3, 4), padding=case["padding"]), np.repeat(case["image"][None], 300, axis=0)
-    return {"output": np.asarray(crop(batch)), "afterwards": {"the batch": _held(tt, batch)}}
+    return {"output": np.asarray(crop(batch)), "afterwards": {"the batch": held(tt, batch)}}
 
 
 @crop_places_cover_every_position.verdict
 def _(case, output):
     what = (f"RandomCrop((3, 4), padding={case['padding']}) of 300 copies of one image (1, 3, 4) after "
             f"tt.manual_seed({case['seed']})")
-    _expect_unchanged(what, {"the batch": {"ndarray": np.repeat(case["image"][None], 300, axis=0)}},
-                      output["afterwards"], _CROP_ADVICE)
+    expect_unchanged(what, {"the batch": np.repeat(case["image"][None], 300, axis=0)}, output["afterwards"],
+                     _CROP_ADVICE)
     output = output["output"]
     if output.shape != (300, 1, 3, 4):
         _fail(f"{what}: expected shape (300, 1, 3, 4) but got {output.shape}")
@@ -1121,40 +944,6 @@ def _(case, output):
     if tops != set(range(2 * pad + 1)) or lefts != set(range(2 * pad + 1)):
         _fail(f"{what}: the windows started at rows {sorted(tops)} and columns {sorted(lefts)}; each must be drawn "
               f"per image, uniform over 0..{2 * pad} (the padded size minus the window's, inclusive)")
-
-
-@check(task="08.10", points=1, inputs=st.integers(0, 2 ** 16).map(lambda seed: {"seed": seed}),
-       describe=lambda case: f"RandomCrop(4, padding=2) of 32 copies of one image (1, 4, 4) after tt.manual_seed("
-                             f"{case['seed']}) twice and after tt.manual_seed({case['seed'] + 1}), and with generator="
-                             f"np.random.default_rng({case['seed']}) after tt.manual_seed(0) and (1)")
-def crop_draws_from_the_generator(tt, case):
-    batch = np.repeat(np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4), 32, axis=0)
-    crops = {}
-    for run, seed in {"first": case["seed"], "second": case["seed"], "third": case["seed"] + 1}.items():
-        tt.manual_seed(seed)
-        crops[run] = np.asarray(tt.transforms.RandomCrop(4, padding=2)(batch))
-    for run, seed in {"own generator after seed 0": 0, "own generator after seed 1": 1}.items():
-        tt.manual_seed(seed)
-        crops[run] = np.asarray(tt.transforms.RandomCrop(4, padding=2, generator=np.random.default_rng(case["seed"]))(
-            batch))
-    crops["afterwards"] = {"the batch": _held(tt, batch)}
-    return crops
-
-
-@crop_draws_from_the_generator.verdict
-def _(case, output):
-    what = f"RandomCrop(4, padding=2) of 32 copies of one image after tt.manual_seed({case['seed']})"
-    _expect_unchanged(what, {"the batch": {"ndarray": np.repeat(np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4),
-                                                                 32, axis=0)}}, output["afterwards"], _CROP_ADVICE)
-    if not np.array_equal(output["first"], output["second"]):
-        _fail(f"{what}: the same seed cropped at different places; draw from tt's default generator")
-    if np.array_equal(output["first"], output["third"]):
-        _fail(f"{what}: seeds {case['seed']} and {case['seed'] + 1} cropped at the same places")
-    if not np.array_equal(output["own generator after seed 0"], output["own generator after seed 1"]):
-        _fail(f"{what}: with generator=np.random.default_rng({case['seed']}) the crops changed with tt.manual_seed; "
-              f"draw from the generator given")
-    if all(np.array_equal(crop, output["first"][0]) for crop in output["first"]):
-        _fail(f"{what}: all 32 images were cropped at the same place; draw a place for each image")
 
 
 @check(task="08.10", points=1, inputs=st.sampled_from([(5, None), ((3, 7), 1), (8, 1)]).map(
@@ -1177,6 +966,39 @@ def _(case, output):
               f"image's size ({padded})")
 
 
-by_variant((default_collate_stacks_numbers_arrays_and_tensors, COLLATE_LEAVES),
-           (default_collate_collates_position_by_position, COLLATE_STRUCTURES),
-           (normalize_subtracts_the_mean_and_divides_by_the_std, NORMALIZE))
+# ---------------------------------------------------------------------------------------------------
+# Family: what takes a generator draws from it alone, and from tt's default generator without one
+
+GENERATORS = {  # variant -> (task, points, the call in words)
+    "RandomSampler": ("08.4", 2, "RandomSampler(range({n}), generator=g)"),
+    "DataLoader": ("08.7", 1, "DataLoader(a dataset of {n} items, batch_size=4, shuffle=True, generator=g)"),
+    "RandomHorizontalFlip": ("08.9", 1, "RandomHorizontalFlip(generator=g) of 64 copies of one image (1, 4, 4)"),
+    "RandomCrop": ("08.10", 1, "RandomCrop(4, padding=2, generator=g) of 64 copies of one image (1, 4, 4)")}
+
+
+def _draw(tt, case, generator):
+    """What the variant draws with the generator (None: tt's default one): an order, flips or crops."""
+    data, kind = tt.utils.data, case["kind"]
+    if kind == "RandomSampler":
+        return [int(i) for i in data.RandomSampler(range(case["n"]), generator=generator)]
+    if kind == "DataLoader":
+        return _order(data.DataLoader(_Labels(case["n"]), batch_size=4, shuffle=True, generator=generator))
+    batch = np.repeat(np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4), 64, axis=0)
+    if kind == "RandomHorizontalFlip":
+        return np.asarray(tt.transforms.RandomHorizontalFlip(generator=generator)(batch))[:, 0, 0, 0]
+    return np.asarray(tt.transforms.RandomCrop(4, padding=2, generator=generator)(batch))
+
+
+@check(variants={v: (task, points, st.fixed_dictionaries({"kind": st.just(v), "n": st.integers(12, 30),
+                                                          "seed": st.integers(0, 2 ** 16)}))
+                 for v, (task, points, _) in GENERATORS.items()},
+       describe=lambda case: f"{GENERATORS[case['kind']][2].format(n=case['n'])} with g None after tt.manual_seed("
+                             f"{case['seed']}) twice, once more and after tt.manual_seed({case['seed'] + 1}); with g = "
+                             f"np.random.default_rng({case['seed']}) after tt.manual_seed(0) and (1), and with the "
+                             f"generator of {case['seed'] + 1}")
+def draws_from_the_generator_given_or_the_default_one(tt, case):
+    return generator_draws(tt, lambda generator: _draw(tt, case, generator), case["seed"])
+
+
+draws_from_the_generator_given_or_the_default_one.verdict(lambda case, output: expect_generator_draws(
+    GENERATORS[case["kind"]][2].format(n=case["n"]), output))

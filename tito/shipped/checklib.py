@@ -13,6 +13,7 @@ but plain data; the trusted parent draws and judges, the box only computes:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,10 +21,13 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "Check", "CheckFamily", "Timed", "CheckFailed", "check", "by_variant", "expect_error", "assert_close",
+    "Check", "CheckFamily", "Timed", "CheckFailed", "check", "module", "expect_error", "assert_close",
     "capture_error", "central_difference",
     "finite", "shapes", "arrays", "floats_arrays", "signed_arrays", "upstream", "gradient_case", "leaf_gradients",
-    "seed_pair", "seeded_draws", "expect_seeded_draws",
+    "gradients_asked_for", "expected_gradients_asked_for", "expect_causal",
+    "seed_pair", "seeded_draws", "expect_seeded_draws", "generator_draws", "expect_generator_draws", "draws_around",
+    "expect_no_draws", "expect_uniform",
+    "held", "expect_unchanged", "unchanged_then_expected", "shape_texts",
 ]
 
 
@@ -114,33 +118,37 @@ class CheckFamily:
         return fn
 
 
-def by_variant(*families: tuple[CheckFamily, dict]) -> None:
-    """Give each check of a family the task and points its variant has in the family's table
-    (``{variant: (task, points, ...)}``): a behaviour shared by several operations belongs to each
-    operation's task. Run on the judge's side, at import of the suite."""
-    for family, table in families:
-        for member in family.checks:
-            member.task, member.points = table[member.name.split("[", 1)[1][:-1]][:2]
-
-
-def check(*, task: str, points: float, inputs: Any = None, variants: dict[str, Any] | None = None,
-          describe: Callable[[dict], str] | None = None, examples: int = 25, timeout: float = 30.0,
-          rtol: float = 1e-5, atol: float = 1e-6, dtype: bool = False,
+def check(*, task: str | None = None, points: float | None = None, inputs: Any = None,
+          variants: dict[str, Any] | None = None, describe: Callable[[dict], str] | None = None, examples: int = 25,
+          timeout: float = 30.0, rtol: float = 1e-5, atol: float = 1e-6, dtype: bool = False,
           guard: bool = False, timed: Timed | None = None) -> Callable[[Callable], Any]:
     """Decorator turning ``compute(tt, case)`` into a graded check worth ``points`` for ``task``; with
-    ``variants`` (a dict of name to strategy of cases), into one check per variant. ``guard``: a constant
-    implementation could pass it, so it counts only together with its task's other checks."""
-    def one(compute: Callable[[Any, dict], Any], name: str, strategy: Any) -> Check:
-        return Check(name=name, task=task, points=points, compute=compute, inputs=strategy, describe=describe,
-                     examples=examples if strategy is not None else 1, timeout=timeout,
+    ``variants``, into one check per variant, ``name[variant]``. A variant is a strategy of cases (graded for
+    the decorator's task and points) or ``(task, points, strategy)``: a behaviour shared by several operations
+    belongs to each operation's task. ``guard``: a constant implementation could pass it, so it counts only
+    together with its task's other checks."""
+    def one(compute: Callable[[Any, dict], Any], name: str, entry: Any) -> Check:
+        own_task, own_points, strategy = entry if isinstance(entry, tuple) else (task, points, entry)
+        if own_task is None or own_points is None:
+            raise TypeError(f"check {name}: give task= and points=, or (task, points, strategy) for the variant")
+        return Check(name=name, task=own_task, points=own_points, compute=compute, inputs=strategy,
+                     describe=describe, examples=examples if strategy is not None else 1, timeout=timeout,
                      rtol=rtol, atol=atol, dtype=dtype, guard=guard, timed=timed)
 
     def make(compute: Callable[[Any, dict], Any]) -> Any:
         if variants is None:
             return one(compute, compute.__name__, inputs)
-        return CheckFamily([one(compute, f"{compute.__name__}[{variant}]", strategy)
-                            for variant, strategy in variants.items()])
+        return CheckFamily([one(compute, f"{compute.__name__}[{variant}]", entry)
+                            for variant, entry in variants.items()])
     return make
+
+
+def module(tt: Any, name: str) -> Any:
+    """In the box: the package's module ``core.<name>`` itself (``module(tt, "spatial")``), for the private names
+    a later task wraps, so that a check grades a task through its own code and points follow the work."""
+    import importlib
+
+    return importlib.import_module(f"{tt.__name__}.core.{name}")
 
 
 def capture_error(fn: Callable[[], Any]) -> dict:
@@ -175,9 +183,10 @@ def finite(output: Any, *, what: str) -> None:
         raise CheckFailed(f"{what}: the result holds NaN or infinity", f"{what}: the result holds NaN or infinity")
 
 
-def expect_error(what: str, output: dict, error: str | None, words: tuple = ()) -> None:
+def expect_error(what: str, output: dict, error: str | None, words: tuple = (), *, names: Any = ()) -> None:
     """Judge a ``capture_error`` result: ``error`` raised (None: no error; "any": some error), its message
-    holding one of ``words`` (lower case)."""
+    holding one of ``words`` (lower case), and each of ``names``: a text as written, an int as a whole number
+    (not a part of 123 or 1.5), a set of them as one of them (``shape_texts((2, 3))``)."""
     raised, message = output["raised"], output["message"]
     wanted = "no error" if error is None else "an error" if error == "any" else f"a {error}"
     if (raised is None) != (error is None) or error not in ("any", raised):
@@ -187,6 +196,88 @@ def expect_error(what: str, output: dict, error: str | None, words: tuple = ()) 
     if raised and words and not any(word in message.lower() for word in words):
         raise CheckFailed(f"{what}: the {raised}'s message {message!r:.80} should name {' or '.join(words)}",
                           f"{what}: the {raised}'s message does not name {' or '.join(words)}")
+    numbers = {int(text) for text in re.findall(r"(?<![\w.])-?\d+(?!\w|\.\d)", message)}
+    options = [[name] if isinstance(name, (str, int)) else sorted(name, key=str) for name in names]
+    missing = [" or ".join(map(str, texts)) for texts in options
+               if not any(text in numbers if isinstance(text, int) else text in message for text in texts)]
+    if raised and missing:
+        raise CheckFailed(f"{what}: the {raised}'s message {message!r:.200} should name {' and '.join(missing)}",
+                          f"{what}: the {raised}'s message does not name {' and '.join(missing)}")
+
+
+def shape_texts(shape: tuple) -> set[str]:
+    """The ways an error message may write a shape, for ``expect_error``'s names: (2, 3) or [2, 3]."""
+    return {str(tuple(shape)), str(list(shape))}
+
+
+# --- what a call leaves of its arguments: an array a function is given stays as it was ----------------------
+
+def held(tt: Any, value: Any) -> Any:
+    """What an argument holds, as plain data to compare after the call (in the box, and on the judge's side for
+    what it was given, with tt None): a Tensor or an array as a copy of its values, a list, tuple or dict as its
+    type and parts, anything else as its type and repr."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if tt is not None and isinstance(value, tt.Tensor):
+        return np.array(value.numpy())
+    if isinstance(value, dict):
+        return {"dict": {str(key): held(tt, part) for key, part in value.items()}}
+    if isinstance(value, (list, tuple)):
+        return {type(value).__name__: [held(tt, part) for part in value]}
+    return {type(value).__name__: repr(value)}
+
+
+def _same(before: Any, after: Any) -> bool:
+    """``held`` data equal, arrays by shape, dtype and values (lists and tuples alike: the wire makes both lists)."""
+    if isinstance(before, dict):
+        return isinstance(after, dict) and set(before) == set(after) and all(_same(before[k], after[k]) for k in before)
+    if isinstance(before, (list, tuple)):
+        return isinstance(after, (list, tuple)) and len(before) == len(after) and all(map(_same, before, after))
+    if isinstance(before, np.ndarray) or isinstance(after, np.ndarray):
+        before, after = np.asarray(before), np.asarray(after)
+        return before.shape == after.shape and before.dtype == after.dtype and np.array_equal(before, after)
+    return type(before) is type(after) and before == after
+
+
+def _change(before: Any, after: Any) -> str:
+    """How an array changed, in words; for other data, what it held before and after."""
+    if isinstance(before, dict) and isinstance(after, dict) and len(before) == 1 and before.keys() == after.keys():
+        return _change(*before.values(), *after.values())
+    if not (isinstance(before, np.ndarray) and isinstance(after, np.ndarray)):
+        return f"it held {before!r:.80} and then {after!r:.80}"
+    if before.shape != after.shape or before.dtype != after.dtype:
+        return f"shape {before.shape} and dtype {before.dtype} became shape {after.shape} and dtype {after.dtype}"
+    wrong = before != after
+    index = tuple(int(i) for i in np.unravel_index(int(np.argmax(wrong)), before.shape))
+    return (f"{int(wrong.sum())} of {before.size} values changed, the first at index {index}: {before[index].item()!r} "
+            f"became {after[index].item()!r}")
+
+
+def expect_unchanged(what: str, given: dict, afterwards: dict, advice: str = "") -> None:
+    """Judge a call's arguments: each (name -> what it was given) must hold the same after the call
+    (``afterwards``: name -> ``held(tt, the argument)`` in the box)."""
+    for name, value in given.items():
+        before = held(None, value)
+        if not _same(before, afterwards[name]):
+            tail = f"; {advice}" if advice else ""
+            raise CheckFailed(f"{what}: the call changed {name}, which it was given, in place "
+                              f"({_change(before, afterwards[name])}){tail}",
+                              f"{what}: the call changed {name}, which it was given, in place{tail}")
+
+
+def unchanged_then_expected(check_: Check | CheckFamily, expected: Callable[[dict], Any],
+                            given: Callable[[dict], dict], advice: str = "") -> None:
+    """Give ``check_`` its verdict, for a compute that returns ``{"result": ..., "afterwards": {name:
+    held(tt, argument)}}``: every argument as it was given (``given(case)``: name -> what it was given), then
+    the result against ``expected(case)``, compared as the check compares."""
+    first = check_.checks[0] if isinstance(check_, CheckFamily) else check_
+
+    def verdict(case: dict, output: Any) -> None:
+        what = first.what(case)
+        expect_unchanged(what, given(case), output["afterwards"], advice)
+        assert_close(output["result"], expected(case), what=what, rtol=first.rtol, atol=first.atol,
+                     exact_dtype=first.dtype)
+    check_.verdict(verdict)
 
 
 def _brief(value: np.ndarray) -> str:
@@ -391,6 +482,40 @@ def leaf_gradients(tt: Any, fn: Callable[..., Any], inputs: list, grad_output: A
 
 
 
+def gradients_asked_for(tt: Any, fn: Callable[..., Any], inputs: list, grad_output: Any, names: list) -> dict:
+    """In the box: each input in turn the only Tensor that requires grad, ``fn(*tensors).backward(grad_output)``;
+    its ``.grad`` and the others' (None where no gradient arrived), for ``expected_gradients_asked_for``."""
+    found = {}
+    for k, name in enumerate(names):
+        tensors = [tt.Tensor(x, requires_grad=i == k) for i, x in enumerate(inputs)]
+        fn(*tensors).backward(tt.Tensor(grad_output))
+        grads = [None if tensor.grad is None else tensor.grad.numpy() for tensor in tensors]
+        found[f"only {name} requires grad: {name}.grad"] = grads[k]
+        found[f"only {name} requires grad: the others' .grad"] = grads[:k] + grads[k + 1:]
+    return found
+
+
+def expected_gradients_asked_for(names: list, grads: list) -> dict:
+    """What ``gradients_asked_for`` must give: each input's gradient (``grads``, from central differences), and
+    None for the inputs that did not ask for one."""
+    expected = {}
+    for name, grad in zip(names, grads):
+        expected[f"only {name} requires grad: {name}.grad"] = grad
+        expected[f"only {name} requires grad: the others' .grad"] = [None] * (len(names) - 1)
+    return expected
+
+
+def expect_causal(what: str, output: dict, right: np.ndarray, t: int, rtol: float = 1e-4, atol: float = 1e-4) -> None:
+    """Judge a causality check: ``output["before"]``, the outputs up to position ``t``, must be ``right``, and
+    ``output["after"]``, the same outputs once only the inputs after ``t`` changed, must not have moved."""
+    before, after = np.asarray(output["before"]), np.asarray(output["after"])
+    if before.shape != right.shape or not np.allclose(before, right, rtol=rtol, atol=atol):
+        raise CheckFailed(f"{what}: the outputs up to position {t} are wrong", f"{what}: the outputs are wrong")
+    if after.shape != before.shape or not np.allclose(after, before, rtol=rtol / 10, atol=atol / 10):
+        _fail(f"{what}: the outputs up to position {t} changed when only the inputs after {t} changed: the future "
+              f"leaks into the past")
+
+
 # --- draws from the package's default generator (layer initialisations, dropout masks, ...) --------------
 
 def seed_pair() -> Any:
@@ -409,11 +534,87 @@ def seeded_draws(tt: Any, draw: Callable[[], np.ndarray], seeds: list) -> dict:
     return {"first": after(seeds[0]), "again": after(seeds[0]), "next": after(None), "other seed": after(seeds[1])}
 
 
+def _fail(sentence: str) -> None:
+    """A verdict whose words reveal no expected value: public as it is."""
+    raise CheckFailed(sentence, sentence)
+
+
 def expect_seeded_draws(what: str, output: dict) -> None:
     """Judge ``seeded_draws``: the same seed repeats the values, the next draw and another seed do not."""
     if not np.array_equal(output["first"], output["again"]):
-        raise CheckFailed(f"{what}: the same seed gave different values; draw them from tinytorch's default_generator")
+        _fail(f"{what}: the same seed gave different values; draw them from tinytorch's default_generator")
     if np.array_equal(output["again"], output["next"]):
-        raise CheckFailed(f"{what}: the next draw repeated the last one; each draw must advance the generator")
+        _fail(f"{what}: the next draw repeated the last one; each draw must advance the generator")
     if np.array_equal(output["first"], output["other seed"]):
-        raise CheckFailed(f"{what}: two different seeds gave the same values")
+        _fail(f"{what}: two different seeds gave the same values")
+
+
+def generator_draws(tt: Any, draw: Callable[[Any], Any], seed: int) -> dict:
+    """In the box, for what takes ``generator=`` (None: tinytorch's default_generator): ``seeded_draws`` of
+    ``draw(None)`` for the seeds ``seed`` and ``seed + 1``; ``draw(np.random.default_rng(seed))`` after
+    ``tt.manual_seed(0)`` and after ``tt.manual_seed(1)``, and with the generator of ``seed + 1``; and
+    ``tt.randn(4)`` after the first of these, and after ``tt.manual_seed(0)`` alone."""
+    found = seeded_draws(tt, lambda: draw(None), [seed, seed + 1])
+    for name, (own, default) in {"given": (seed, 0), "given, another manual_seed": (seed, 1),
+                                 "given, another seed": (seed + 1, 0)}.items():
+        tt.manual_seed(default)
+        found[name] = np.asarray(draw(np.random.default_rng(own)))
+        found[f"tt.randn(4) after {name}"] = tt.randn(4).numpy()
+    tt.manual_seed(0)
+    found["tt.randn(4) alone"] = tt.randn(4).numpy()
+    return found
+
+
+def expect_generator_draws(what: str, output: dict) -> None:
+    """Judge ``generator_draws``: without a generator the draws are the default generator's
+    (``expect_seeded_draws``); with one they come from it alone, whatever ``tt.manual_seed`` said, and leave the
+    default generator where it was."""
+    expect_seeded_draws(what, output)
+    if not np.array_equal(output["given"], output["given, another manual_seed"]):
+        _fail(f"{what}: with generator=np.random.default_rng(seed) the draws changed with tt.manual_seed; draw from "
+              f"the generator given")
+    if np.array_equal(output["given"], output["given, another seed"]):
+        _fail(f"{what}: generators of two different seeds gave the same draws; draw from the generator given")
+    if not np.array_equal(output["tt.randn(4) after given"], output["tt.randn(4) alone"]):
+        _fail(f"{what}: drawing with a generator given moved tinytorch's default_generator; leave it alone")
+
+
+def draws_around(tt: Any, run: Callable[[], Any], seed: int = 1) -> dict:
+    """In the box: ``tt.randn(8)`` after ``tt.manual_seed(seed)`` and ``run()``, and right after
+    ``tt.manual_seed(seed)`` alone, for ``expect_no_draws``."""
+    tt.manual_seed(seed)
+    run()
+    after = tt.randn(8).numpy()
+    tt.manual_seed(seed)
+    return {"drawn after it": after, "drawn without it": tt.randn(8).numpy()}
+
+
+def expect_no_draws(what: str, output: dict, fix: str) -> None:
+    """Judge ``draws_around`` (or the same two draws of a generator of its own): what was drawn after the call
+    is what is drawn without it, so the call drew nothing."""
+    if not np.array_equal(output["drawn after it"], output["drawn without it"]):
+        _fail(f"{what} drew random numbers (the numbers drawn after it changed): {fix}")
+
+
+def expect_uniform(what: str, values: Any, bound: float, rule: str = "") -> None:
+    """Judge draws of U(-bound, bound) (``rule`` says why that bound): every value within it, hardly one
+    repeated, and the mean, the standard deviation and the share in each quarter of the range within six
+    standard errors of the uniform distribution's (over hundreds of thousands of values, a quarter of a
+    percent)."""
+    values = np.asarray(values, dtype=np.float64).reshape(-1)
+    n, std, why = values.size, bound / math.sqrt(3), f" ({rule})" if rule else ""
+    if np.abs(values).max() > bound * (1 + 1e-6):
+        raise CheckFailed(f"{what}: the values must lie within ±{bound:.5f}{why}, found "
+                          f"{values[np.abs(values).argmax()]:.5f}", f"{what}: values lie outside the bound{why}")
+    if np.unique(values).size < n // 2:
+        raise CheckFailed(f"{what}: the values are not random (only {np.unique(values).size} distinct values among "
+                          f"{n})", f"{what}: the values are not random")
+    if abs(values.mean()) > 6 * std / math.sqrt(n) or abs(values.std() / std - 1) > 6 * 0.45 / math.sqrt(n):
+        raise CheckFailed(f"{what}: the mean {values.mean():.5f} and std {values.std():.5f} of {n} values should be "
+                          f"those of U(-{bound:.4f}, {bound:.4f}){why}: 0 and {std:.5f}",
+                          f"{what}: the mean and std are not those of the uniform distribution{why}")
+    quarters = np.histogram(values, bins=4, range=(-bound, bound))[0] / n
+    if np.abs(quarters - 0.25).max() > 6 * 0.44 / math.sqrt(n):
+        raise CheckFailed(f"{what}: the values should be spread evenly over [-{bound:.4f}, {bound:.4f}], but the "
+                          f"quarters of that range hold {np.round(quarters, 3).tolist()} of them",
+                          f"{what}: the values are not spread evenly over the range{why}")
