@@ -14,24 +14,26 @@ earns no points. Behaviours shared by the two positional layers (their input che
 families over a table, each variant worth the points of its own task.
 """
 
-import importlib
 import math
-import re
 
 import numpy as np
 from hypothesis import strategies as st
 
 from checklib import (
     CheckFailed,
-    by_variant,
+    assert_close,
     capture_error,
-    central_difference,
     check,
+    expect_error,
     expect_seeded_draws,
+    expect_unchanged,
     floats_arrays,
+    held,
     leaf_gradients,
+    module,
     seed_pair,
     seeded_draws,
+    shape_texts,
     shapes,
     signed_arrays,
     upstream,
@@ -42,11 +44,6 @@ INDEX_DTYPES = ["int64", "int32", "int16", "uint8"]
 
 # ---------------------------------------------------------------------------------------------------
 # Running the package (compute side)
-
-
-def _embeddings(tt):
-    """The exported module itself, for the private names the later wrappers call."""
-    return importlib.import_module(tt.__name__ + ".core.embeddings")
 
 
 def _as_form(tt, index, form):
@@ -90,32 +87,6 @@ def _np_positions(length, dim):
     return table
 
 
-def _numbers(message):
-    """The integers written in a message, as ints (a minus sign right before the digits included)."""
-    return {int(text) for text in re.findall(r"(?<![\w.])-?\d+(?![\w.])", message)}
-
-
-def _shape_texts(shape):
-    """Ways an error message may write a shape: (2, 3) or [2, 3]."""
-    return {str(tuple(shape)), str(list(shape))}
-
-
-def _error(what, output, error_type):
-    if output["raised"] != error_type:
-        said = "raised nothing" if output["raised"] is None else f"raised {output['raised']}"
-        raise CheckFailed(f"{what}: expected {error_type} but it {said}")
-
-
-def _names_numbers(what, output, wanted, words):
-    """The message names one number of each set in `wanted` (words: what the sets are, for the message)."""
-    found = _numbers(output["message"])
-    missing = [word for numbers, word in zip(wanted, words) if not found & set(numbers)]
-    if missing:
-        raise CheckFailed(f"{what}: the {output['raised']} message must name {' and '.join(missing)}, got "
-                          f"{output['message']!r:.200}", f"{what}: the {output['raised']} message does not name "
-                                                           f"{' and '.join(missing)}")
-
-
 # ---------------------------------------------------------------------------------------------------
 # Cases
 
@@ -136,7 +107,7 @@ def _lookup_case(draw, dtype=np.float64, gradient=False, padding=False):
     with gradient an upstream g of the output's shape; with padding, padding_idx one of the rows looked up."""
     rows, dim = draw(st.integers(1, 6)), draw(st.integers(1, 4))
     case = {"w": np.asarray(draw(signed_arrays((rows, dim), 0.1, 3.0)), dtype=dtype),
-            "idx": draw(_index(rows, min_dims=1 if padding else 0))}
+            "idx": draw(_index(rows, min_dims=1 if padding else 0)), "padding_idx": None}
     if case["idx"].size >= 2:                      # a repeated index, always: the point of the scatter-add
         case["idx"].reshape(-1)[-1] = case["idx"].reshape(-1)[0]
     if gradient:
@@ -161,7 +132,7 @@ def _lookup_words(case):
        describe=lambda case: f"_check_indices(indices, {case['rows']}) for valid indices of shape {case['idx'].shape} "
                              f"({case['idx'].dtype}) given as a {case['form']}: {case['idx'].tolist()}")
 def check_indices_returns_valid_indices_unchanged(tt, case):
-    return np.asarray(_embeddings(tt)._check_indices(_as_form(tt, case["idx"], case["form"]), case["rows"]))
+    return np.asarray(module(tt, "embeddings")._check_indices(_as_form(tt, case["idx"], case["form"]), case["rows"]))
 
 
 @check_indices_returns_valid_indices_unchanged.expected
@@ -194,7 +165,7 @@ def _out_of_range_case(draw):
        describe=lambda case: f"_check_indices(indices, {case['rows']}) for indices holding values outside "
                              f"[0, {case['rows']}): " + "; ".join(str(idx.tolist()) for idx in case["cases"]))
 def check_indices_names_an_out_of_range_index_and_the_size(tt, case):
-    check_indices = _embeddings(tt)._check_indices
+    check_indices = module(tt, "embeddings")._check_indices
     return [capture_error(lambda idx=idx: check_indices(idx, case["rows"])) for idx in case["cases"]]
 
 
@@ -203,10 +174,7 @@ def _(case, output):
     rows = case["rows"]
     for idx, found in zip(case["cases"], output):
         what = f"_check_indices({idx.tolist()}, {rows})"
-        _error(what, found, "IndexError")
-        bad = [int(v) for v in idx.reshape(-1) if not 0 <= v < rows]
-        _names_numbers(what, found, [bad, [rows]], ["an index out of range (one of " + str(sorted(set(bad))) + ")",
-                                                    f"the size {rows}"])
+        expect_error(what, found, "IndexError", names=[{int(v) for v in idx.reshape(-1) if not 0 <= v < rows}, rows])
 
 
 _NOT_INTEGERS = [np.array([1.0, 2.0]), np.array([[0.0]], dtype=np.float32), np.array([True, False, True]),
@@ -218,7 +186,7 @@ _INTEGERS = [np.array([0, 2], dtype=dtype) for dtype in ("int64", "int32", "int1
        describe=lambda case: "_check_indices(indices, 3) for float arrays (integral values included), a bool array "
                              "and 0-d float, then integer arrays of every width: the errors raised")
 def check_indices_rejects_arrays_that_are_not_integers(tt, case):
-    check_indices = _embeddings(tt)._check_indices
+    check_indices = module(tt, "embeddings")._check_indices
     return [capture_error(lambda idx=idx: check_indices(idx, 3)) for idx in _NOT_INTEGERS + _INTEGERS]
 
 
@@ -226,14 +194,9 @@ def check_indices_rejects_arrays_that_are_not_integers(tt, case):
 def _(case, output):
     for idx, found in zip(_NOT_INTEGERS + _INTEGERS, output):
         what = f"_check_indices(np.array({idx.tolist()}, dtype={idx.dtype}), 3)"
-        if idx.dtype.kind in "iu":
-            if found["raised"] is not None:
-                raise CheckFailed(f"{what}: integer indices in range must be accepted, but it raised {found['raised']}")
-            continue
-        _error(what, found, "IndexError")
-        if str(idx.dtype) not in found["message"]:
-            raise CheckFailed(f"{what}: the IndexError message must name the dtype {idx.dtype}, got "
-                              f"{found['message']!r:.160}", f"{what}: the IndexError message does not name the dtype")
+        integers = idx.dtype.kind in "iu"
+        expect_error(what + (" (integers in range)" if integers else ""), found, None if integers else "IndexError",
+                     names=[] if integers else [str(idx.dtype)])
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -254,7 +217,7 @@ def _scatter_case(draw):
                              f"({case['index'].dtype}) and rows of shape {case['source'].shape} "
                              f"({case['source'].dtype})")
 def scatter_add_sums_the_rows_of_repeated_indices(tt, case):
-    return np.asarray(_embeddings(tt)._scatter_add(case["index"], case["source"], case["rows"]))
+    return np.asarray(module(tt, "embeddings")._scatter_add(case["index"], case["source"], case["rows"]))
 
 
 @scatter_add_sums_the_rows_of_repeated_indices.expected
@@ -279,7 +242,7 @@ def _narrow_case(draw):
        describe=lambda case: f"_scatter_add(index, rows, {case['rows']}) for 40 indices of dtype {case['index'].dtype} "
                              f"up to {int(case['index'].max())} and rows of shape {case['source'].shape}")
 def scatter_add_takes_token_ids_of_a_narrow_dtype(tt, case):
-    return np.asarray(_embeddings(tt)._scatter_add(case["index"], case["source"], case["rows"]))
+    return np.asarray(module(tt, "embeddings")._scatter_add(case["index"], case["source"], case["rows"]))
 
 
 @scatter_add_takes_token_ids_of_a_narrow_dtype.expected
@@ -302,8 +265,8 @@ def _forward_case(draw):
        describe=lambda case: f"_Embedding.apply(indices, weight, padding_idx={case['padding_idx']}) for "
                              f"{_lookup_words(case)}")
 def embedding_forward_gathers_the_rows(tt, case):
-    return _embeddings(tt)._Embedding.apply(tt.Tensor(case["idx"]), tt.Tensor(case["w"]),
-                                            padding_idx=case["padding_idx"]).numpy()
+    lookup = module(tt, "embeddings")._Embedding.apply
+    return lookup(tt.Tensor(case["idx"]), tt.Tensor(case["w"]), padding_idx=case["padding_idx"]).numpy()
 
 
 @embedding_forward_gathers_the_rows.expected
@@ -328,7 +291,7 @@ def embedding_forward_returns_a_new_array(tt, case):
     found = {}
     for form in _INDEX_FORMS:
         weight = tt.Tensor(case["w"].copy())
-        out = _embeddings(tt)._Embedding.apply(_index_in_form(case["row"], form), weight)
+        out = module(tt, "embeddings")._Embedding.apply(_index_in_form(case["row"], form), weight)
         out.data[...] = 7.0
         found[form] = weight.numpy()
     return found
@@ -349,30 +312,21 @@ def _(case, output):
 # 11.4 the backward
 
 
-@check(task="11.4", points=3, inputs=_lookup_case(gradient=True), examples=25, **GRAD_TOL,
-       describe=lambda case: f"weight.grad after _Embedding.apply(indices, weight).backward(g) for "
-                             f"{_lookup_words(case)} (repeated indices: their gradients add up)")
+GRADIENTS = {"repeated indices add up": ("11.4", 3, _lookup_case(gradient=True)),
+             "padding_idx's row gets none": ("11.4", 1, _lookup_case(gradient=True, padding=True))}
+
+
+@check(variants=GRADIENTS, examples=20, **GRAD_TOL,
+       describe=lambda case: f"weight.grad after _Embedding.apply(indices, weight, padding_idx={case['padding_idx']})"
+                             f".backward(g) for {_lookup_words(case)}")
 def embedding_gradient_adds_up_over_repeated_indices(tt, case):
-    return leaf_gradients(tt, lambda w: _embeddings(tt)._Embedding.apply(case["idx"], w), [case["w"]], case["g"])[0]
+    lookup = module(tt, "embeddings")._Embedding.apply
+    return leaf_gradients(tt, lambda w: lookup(case["idx"], w, padding_idx=case["padding_idx"]), [case["w"]],
+                          case["g"])[0]
 
 
-@embedding_gradient_adds_up_over_repeated_indices.expected
-def _(case):
-    return central_difference(lambda w: np.take(w, case["idx"], axis=0), [case["w"]], case["g"])[0]
-
-
-@check(task="11.4", points=1, inputs=_lookup_case(gradient=True, padding=True), examples=15, **GRAD_TOL,
-       describe=lambda case: f"weight.grad after _Embedding.apply(indices, weight, padding_idx="
-                             f"{case['padding_idx']}).backward(g) for {_lookup_words(case)}")
-def embedding_padding_row_gets_no_gradient(tt, case):
-    return leaf_gradients(tt, lambda w: _embeddings(tt)._Embedding.apply(case["idx"], w,
-                                                                         padding_idx=case["padding_idx"]),
-                          [case["w"]], case["g"])[0]
-
-
-@embedding_padding_row_gets_no_gradient.expected
-def _(case):
-    return _np_weight_grad(case["idx"], case["g"], case["w"].shape[0], case["padding_idx"])
+embedding_gradient_adds_up_over_repeated_indices.expected(
+    lambda case: _np_weight_grad(case["idx"], case["g"], case["w"].shape[0], case["padding_idx"]))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -421,12 +375,7 @@ def embedding_function_checks_its_indices_against_the_rows(tt, case):
 def _(case, output):
     rows, bad = case["rows"], case["bad"]
     what = f"embedding([0, {bad}], weight) for a weight of shape ({rows}, {case['dim']})"
-    if 0 <= bad < rows:
-        if output["bad"]["raised"] is not None:
-            raise CheckFailed(f"{what}: index {bad} is in range, but it raised {output['bad']['raised']}")
-    else:
-        _error(what, output["bad"], "IndexError")
-        _names_numbers(what, output["bad"], [[bad], [rows]], [f"the index {bad}", f"the size {rows}"])
+    expect_error(what, output["bad"], None if 0 <= bad < rows else "IndexError", names=[bad, rows])
     if not np.array_equal(np.asarray(output["last row"]), np.ones((1, case["dim"]), dtype=np.float32)):
         raise CheckFailed(f"embedding([{rows - 1}], weight) for a weight of shape ({rows}, {case['dim']}): the last "
                           f"row must be looked up")
@@ -449,15 +398,8 @@ def embedding_function_rejects_a_bad_weight_or_padding_idx(tt, case):
 @embedding_function_rejects_a_bad_weight_or_padding_idx.verdict
 def _(case, output):
     for (shape, padding_idx), error, found in zip(_BAD_CALLS, _BAD_CALL_ERRORS, output):
-        what = f"embedding([0], weight of shape {shape}, padding_idx={padding_idx})"
-        if error is None:
-            if found["raised"] is not None:
-                raise CheckFailed(f"{what}: expected no error (PyTorch accepts it) but it raised {found['raised']}")
-            continue
-        _error(what, found, error)
-        if len(shape) != 2 and not any(text in found["message"] for text in _shape_texts(shape)):
-            raise CheckFailed(f"{what}: the ValueError message must name the weight's shape {shape}, got "
-                              f"{found['message']!r:.160}", f"{what}: the ValueError message does not name the shape")
+        expect_error(f"embedding([0], weight of shape {shape}, padding_idx={padding_idx})", found, error,
+                     names=[shape_texts(shape)] if len(shape) != 2 else [])
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -479,7 +421,8 @@ def _layer_words(case):
 
 
 @check(task="11.6", points=2, inputs=_layer_case(), examples=20,
-       describe=lambda case: f"{_layer_words(case)}: the layer's parameters, settings, output and gradient")
+       describe=lambda case: f"{_layer_words(case)}: the layer's parameters, settings (num_embeddings, "
+                             f"embedding_dim, padding_idx counted from 0), output and gradient")
 def embedding_layer_holds_its_table_and_settings(tt, case):
     tt.manual_seed(case["seed"])
     layer = tt.nn.Embedding(case["rows"], case["dim"], padding_idx=case["padding_idx"])
@@ -493,27 +436,14 @@ def embedding_layer_holds_its_table_and_settings(tt, case):
 
 @embedding_layer_holds_its_table_and_settings.verdict
 def _(case, output):
-    rows, dim, padding_idx = case["rows"], case["dim"], case["padding_idx"]
-    what = _layer_words(case)
-    if output["named_parameters"] != [["weight", [rows, dim], "float32"]]:
-        raise CheckFailed(f"{what}: expected the one parameter ['weight', [{rows}, {dim}], 'float32'] (name, shape, "
-                          f"dtype), got {output['named_parameters']}")
-    padding = None if padding_idx is None else padding_idx % rows
-    if output["settings"] != [rows, dim, padding]:
-        raise CheckFailed(f"{what}: expected num_embeddings, embedding_dim, padding_idx {[rows, dim, padding]} (a "
-                          f"negative padding_idx counts from the end), got {output['settings']}")
-    weight = np.asarray(output["weight"])
+    rows, dim, what = case["rows"], case["dim"], _layer_words(case)
+    padding, weight = None if case["padding_idx"] is None else case["padding_idx"] % rows, np.asarray(output["weight"])
     if padding is not None and np.any(weight[padding] != 0):
         raise CheckFailed(f"{what}: the row of padding_idx ({padding}) must start at zero, got {weight[padding]}")
-    out = np.asarray(output["out"])
-    right = np.take(weight, case["idx"], axis=0)
-    if out.shape != right.shape or not np.array_equal(out, right):
-        raise CheckFailed(f"{what}: layer(indices) must be the rows of layer.weight at the indices")
-    grad = np.asarray(output["weight.grad"])
-    expected = _np_weight_grad(case["idx"], case["g"].astype(np.float32), rows, padding)
-    if grad.shape != expected.shape or not np.allclose(grad, expected, rtol=1e-5, atol=1e-5):
-        raise CheckFailed(f"{what}: layer.weight.grad must add up the upstream rows of every index (the padding row "
-                          f"0), got a wrong gradient", f"{what}: layer.weight.grad is wrong")
+    expected = {"named_parameters": [["weight", [rows, dim], "float32"]], "settings": [rows, dim, padding],
+                "out": np.take(weight, case["idx"], axis=0),
+                "weight.grad": _np_weight_grad(case["idx"], case["g"].astype(np.float32), rows, padding)}
+    assert_close({key: output[key] for key in expected}, expected, what=what, rtol=1e-5, atol=1e-5)
 
 
 @check(task="11.6", points=1, examples=8,
@@ -663,22 +593,35 @@ def _sequence_case(draw):
             "seed": draw(st.integers(0, 2**31))}
 
 
-@check(task="11.9", points=2, inputs=_sequence_case(), examples=20, rtol=1e-5, atol=2e-5,
-       describe=lambda case: f"y = SinusoidalPositionalEncoding({case['max_len']}, {case['dim']})(x), y.backward(g) "
-                             f"for x of shape {case['x'].shape} (float64): y, x.grad and the layer's parameters")
-def sinusoidal_encoding_adds_the_fixed_table(tt, case):
-    layer = tt.nn.SinusoidalPositionalEncoding(case["max_len"], case["dim"])
+ADDING = {"SinusoidalPositionalEncoding": ("11.9", 2), "PositionalEmbedding": ("11.10", 2)}
+
+
+@check(variants={v: (*ADDING[v], _sequence_case().map(lambda case, v=v: {**case, "layer": v})) for v in ADDING},
+       examples=20, rtol=1e-5, atol=2e-5,
+       describe=lambda case: f"layer = {case['layer']}({case['max_len']}, {case['dim']}), y = layer(x), y.backward(g) "
+                             f"for x of shape {case['x'].shape} (float64): its parameters, y, x.grad and their .grad")
+def positional_layers_add_a_row_per_position(tt, case):
+    tt.manual_seed(case["seed"])
+    layer = getattr(tt.nn, case["layer"])(case["max_len"], case["dim"])
     x = tt.Tensor(case["x"], requires_grad=True)
     y = layer(x)
     y.backward(tt.Tensor(case["g"]))
-    return {"y": y.numpy(), "x.grad": x.grad.numpy(), "parameters": len(list(layer.parameters()))}
+    parameters = list(layer.named_parameters())
+    return {"named_parameters": [[name, list(p.shape), str(p.dtype)] for name, p in parameters], "y": y.numpy(),
+            "x.grad": x.grad.numpy(), "their .grad": [p.grad.numpy() for _, p in parameters],
+            "table": layer.weight.numpy() if case["layer"] == "PositionalEmbedding" else None}
 
 
-@sinusoidal_encoding_adds_the_fixed_table.expected
-def _(case):
-    length = case["x"].shape[-2]
-    return {"y": case["x"] + _np_positions(length, case["dim"]).astype(np.float32), "x.grad": case["g"],
-            "parameters": 0}
+@positional_layers_add_a_row_per_position.verdict
+def _(case, output):
+    (length, dim), learned = case["x"].shape[-2:], case["layer"] == "PositionalEmbedding"
+    table = np.asarray(output["table"], np.float64) if learned else _np_positions(length, dim).astype(np.float32)
+    grad = np.zeros((case["max_len"], dim))
+    grad[:length] = case["g"].reshape(-1, length, dim).sum(axis=0)
+    expected = {"named_parameters": [["weight", [case["max_len"], dim], "float32"]] if learned else [],
+                "y": case["x"] + table[:length], "x.grad": case["g"], "their .grad": [grad] if learned else []}
+    assert_close({key: output[key] for key in expected}, expected, rtol=1e-5, atol=2e-5,
+                 what=positional_layers_add_a_row_per_position.checks[0].what(case))
 
 
 POSITIONAL = {"SinusoidalPositionalEncoding": ("11.9", 1), "PositionalEmbedding": ("11.10", 1)}
@@ -694,9 +637,8 @@ def _bad_shapes(max_len, dim):
 _BAD_SHAPE_KINDS = ["long", "long", "long", "width", "width", None]
 
 
-@check(task="per variant", points=0, examples=6,
-       variants={v: st.tuples(st.integers(1, 10), st.integers(1, 6)).map(
-           lambda sizes, v=v: {"layer": v, "max_len": sizes[0], "dim": sizes[1]}) for v in POSITIONAL},
+@check(examples=6, variants={v: (*POSITIONAL[v], st.tuples(st.integers(1, 10), st.integers(1, 6)).map(
+           lambda sizes, v=v: {"layer": v, "max_len": sizes[0], "dim": sizes[1]})) for v in POSITIONAL},
        describe=lambda case: f"{case['layer']}({case['max_len']}, {case['dim']}) on inputs of shapes "
                              f"{_bad_shapes(case['max_len'], case['dim'])}: the errors")
 def positional_layers_refuse_too_long_or_wrong_width_inputs(tt, case):
@@ -709,57 +651,13 @@ def positional_layers_refuse_too_long_or_wrong_width_inputs(tt, case):
 def _(case, output):
     for shape, kind, found in zip(_bad_shapes(case["max_len"], case["dim"]), _BAD_SHAPE_KINDS, output):
         what = f"{case['layer']}({case['max_len']}, {case['dim']}) on an input of shape {shape}"
-        if kind is None:
-            if found["raised"] is not None:
-                raise CheckFailed(f"{what}: T = max_len is allowed, but it raised {found['raised']}")
-            continue
-        _error(what, found, "ValueError")
-        if kind == "long":
-            _names_numbers(what, found, [[shape[-2]], [case["max_len"]]], [f"the length {shape[-2]}",
-                                                                           f"max_len {case['max_len']}"])
-        elif not any(text in found["message"] for text in _shape_texts(shape)):
-            raise CheckFailed(f"{what}: the ValueError message must name the input's shape {shape}, got "
-                              f"{found['message']!r:.160}", f"{what}: the ValueError message does not name the shape")
+        names = [shape[-2], case["max_len"]] if kind == "long" else [shape_texts(shape)] if kind == "width" else []
+        expect_error(what + (" (T = max_len is allowed)" if kind is None else ""), found, kind and "ValueError",
+                     names=names)
 
 
 # ---------------------------------------------------------------------------------------------------
 # 11.10 PositionalEmbedding
-
-
-@check(task="11.10", points=2, inputs=_sequence_case(), examples=20,
-       describe=lambda case: f"layer = PositionalEmbedding({case['max_len']}, {case['dim']}), y = layer(x), "
-                             f"y.backward(g) for x of shape {case['x'].shape} (float64)")
-def positional_embedding_adds_learned_rows(tt, case):
-    tt.manual_seed(case["seed"])
-    layer = tt.nn.PositionalEmbedding(case["max_len"], case["dim"])
-    x = tt.Tensor(case["x"], requires_grad=True)
-    y = layer(x)
-    y.backward(tt.Tensor(case["g"]))
-    return {"named_parameters": [[name, list(p.shape), str(p.dtype)] for name, p in layer.named_parameters()],
-            "weight": layer.weight.numpy(), "y": y.numpy(), "x.grad": x.grad.numpy(),
-            "weight.grad": layer.weight.grad.numpy()}
-
-
-@positional_embedding_adds_learned_rows.verdict
-def _(case, output):
-    max_len, dim, x, g = case["max_len"], case["dim"], case["x"], case["g"]
-    what = f"PositionalEmbedding({max_len}, {dim}) on x of shape {x.shape}"
-    if output["named_parameters"] != [["weight", [max_len, dim], "float32"]]:
-        raise CheckFailed(f"{what}: expected the one parameter ['weight', [{max_len}, {dim}], 'float32'], got "
-                          f"{output['named_parameters']}")
-    length, weight = x.shape[-2], np.asarray(output["weight"], dtype=np.float64)
-    y = np.asarray(output["y"])
-    if y.shape != x.shape or not np.allclose(y, x + weight[:length], rtol=1e-5, atol=1e-5):
-        raise CheckFailed(f"{what}: y must be x plus rows 0..{length - 1} of layer.weight, one per position")
-    grad_x = np.asarray(output["x.grad"])
-    if grad_x.shape != g.shape or not np.allclose(grad_x, g, rtol=1e-6, atol=1e-6):
-        raise CheckFailed(f"{what}: x.grad must be g (an addition passes the gradient through)")
-    expected = np.zeros((max_len, dim))
-    expected[:length] = g.reshape(-1, length, dim).sum(axis=0)
-    grad = np.asarray(output["weight.grad"])
-    if grad.shape != expected.shape or not np.allclose(grad, expected, rtol=1e-5, atol=1e-5):
-        raise CheckFailed(f"{what}: weight.grad must hold, in row t, the gradients of position t summed over the "
-                          f"batch, and 0 in the rows after the last position", f"{what}: weight.grad is wrong")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -775,9 +673,9 @@ def _table_layer(tt, layer, rows, dim, padding_idx=None):
     return tt.nn.PositionalEmbedding(rows, dim)
 
 
-@check(task="per variant", points=0, examples=4, timeout=30,
-       variants={v: st.fixed_dictionaries({"layer": st.just(v), "seed": st.integers(0, 2**31),
-                                           "dim": st.integers(1, 300)}) for v in INITS},
+@check(examples=4, timeout=30,
+       variants={v: (*INITS[v], st.fixed_dictionaries({"layer": st.just(v), "seed": st.integers(0, 2**31),
+                                                       "dim": st.integers(1, 300)})) for v in INITS},
        describe=lambda case: f"{case['layer']}({200_000 // case['dim']}, {case['dim']}"
                              f"{', padding_idx=3' if case['layer'] == 'Embedding' else ''}) initialisation")
 def embedding_tables_start_standard_normal(tt, case):
@@ -813,8 +711,7 @@ def _(case, output):
 DRAWS = {"Embedding": ("11.6", 1), "PositionalEmbedding": ("11.10", 1)}
 
 
-@check(task="per variant", points=0, examples=5,
-       variants={v: seed_pair().map(lambda case, v=v: {**case, "layer": v}) for v in DRAWS},
+@check(examples=5, variants={v: (*DRAWS[v], seed_pair().map(lambda case, v=v: {**case, "layer": v})) for v in DRAWS},
        describe=lambda case: f"the weight of {case['layer']}(6, 4) after manual_seed({case['seeds'][0]}), again "
                              f"after manual_seed({case['seeds'][0]}), once more, and after "
                              f"manual_seed({case['seeds'][1]})")
@@ -864,45 +761,30 @@ def _unchanged_words(case):
             f"and as a Tensor")
 
 
-@check(task="per variant", points=0, guard=True, examples=10,
-       variants={function: _unchanged_case(function) for function in UNCHANGED},
+@check(guard=True, examples=10, variants={f: (*UNCHANGED[f], _unchanged_case(f)) for f in UNCHANGED},
        describe=lambda case: _unchanged_words(case) + ": the inputs afterwards")
 def functions_leave_their_inputs_unchanged(tt, case):
-    function, module = case["function"], _embeddings(tt)
+    function, embeddings = case["function"], module(tt, "embeddings")
     if function == "_scatter_add":
         index, rows = case["index"].copy(), case["source"].copy()
-        module._scatter_add(index, rows, case["rows"])
-        return {"index": index, "rows": rows}
+        embeddings._scatter_add(index, rows, case["rows"])
+        return {"index": held(tt, index), "rows": held(tt, rows)}
     if function == "_Embedding.backward":
         g = tt.Tensor(case["g"].copy())
-        module._Embedding.apply(case["idx"], tt.Tensor(case["w"], requires_grad=True),
-                                padding_idx=case["padding_idx"]).backward(g)
-        return {"g": g.numpy()}
+        embeddings._Embedding.apply(case["idx"], tt.Tensor(case["w"], requires_grad=True),
+                                    padding_idx=case["padding_idx"]).backward(g)
+        return {"g": held(tt, g)}
     layer = getattr(tt.nn, function)(case["max_len"], case["dim"])
     array, tensor = case["x"].copy(), tt.Tensor(case["x"].copy())
     layer(array)
     layer(tensor)
-    return {"x given as an array": array, "x given as a Tensor": tensor.numpy()}
+    return {"x given as an array": held(tt, array), "x given as a Tensor": held(tt, tensor)}
 
 
 @functions_leave_their_inputs_unchanged.verdict
 def _(case, output):
-    function = case["function"]
-    if function == "_scatter_add":
-        given = {"index": case["index"], "rows": case["source"]}
-    elif function == "_Embedding.backward":
-        given = {"g": case["g"]}
-    else:
-        given = {"x given as an array": case["x"], "x given as a Tensor": case["x"]}
-    for name, value in given.items():
-        found = np.asarray(output[name])
-        if found.shape != value.shape or not np.array_equal(found, value):
-            sentence = (f"{_unchanged_words(case)} changed its input ({name}): what a function is given stays as "
-                        f"it was, the caller may use it again; {_UNCHANGED_HINTS[function]}")
-            raise CheckFailed(sentence, sentence)
-
-
-by_variant((positional_layers_refuse_too_long_or_wrong_width_inputs, POSITIONAL),
-           (embedding_tables_start_standard_normal, INITS),
-           (embedding_tables_draw_from_the_default_generator, DRAWS),
-           (functions_leave_their_inputs_unchanged, UNCHANGED))
+    given = {"_scatter_add": {"index": "index", "rows": "source"}, "_Embedding.backward": {"g": "g"}}.get(
+        case["function"], {"x given as an array": "x", "x given as a Tensor": "x"})  # name -> the case's key
+    expect_unchanged(_unchanged_words(case), {name: case[key] for name, key in given.items()}, output,
+                     f"what a function is given stays as it was, the caller may use it again: "
+                     f"{_UNCHANGED_HINTS[case['function']]}")
