@@ -5,7 +5,9 @@ batch axes, a fully masked row), scaled_dot_product_attention (default and given
 causality: the output at position t does not change when the tokens after t change), MultiheadAttention's
 masks (the other boolean convention), its heads as views, its parameters and PyTorch's initialisation, and
 its forward against an independent numpy multi-head attention with the module's own weights; every function but
-the in-place `_softmax_rows` leaves the arrays it is given as they were (a family of guards).
+the in-place `_softmax_rows` leaves the arrays it is given as they were (a family of guards). What every kind of
+mask must do (the bias, the composed and the fused attention, its gradients, scaled_dot_product_attention) is a
+family over the kinds of mask, a check each.
 
 Every `expected` is an independent numpy computation: the scores by `np.einsum` (no BLAS on the judge's
 side: OpenBLAS called from several grading threads can spin), the softmax row by row with fully masked rows
@@ -13,7 +15,6 @@ as zeros; gradients against float64 central differences. A task whose wrapper is
 through its own private name, reached as `tinytorch.core.attention`, so that points follow the work.
 """
 
-import importlib
 import math
 
 import numpy as np
@@ -24,10 +25,19 @@ from checklib import (
     capture_error,
     central_difference,
     check,
+    expect_causal,
+    expect_error,
     expect_seeded_draws,
+    expect_unchanged,
+    expect_uniform,
+    expected_gradients_asked_for,
+    gradients_asked_for,
+    held,
     leaf_gradients,
+    module,
     seed_pair,
     seeded_draws,
+    shape_texts,
     signed_arrays,
 )
 
@@ -37,14 +47,9 @@ GRAD_TOL = {"rtol": 1e-4, "atol": 1e-5}
 # Running the package (compute side)
 
 
-def _attention(tt):
-    """The exported module itself, for the private names the later wrappers call."""
-    return importlib.import_module(tt.__name__ + ".core.attention")
-
-
 def _fused(tt, case, q, k, v):
     """_ScaledDotProductAttention.apply with the case's bias and scale (12.4/12.5, before the function exists)."""
-    return _attention(tt)._ScaledDotProductAttention.apply(q, k, v, bias=case["bias"], scale=case["scale"])
+    return module(tt, "attention")._ScaledDotProductAttention.apply(q, k, v, bias=case["bias"], scale=case["scale"])
 
 
 def _mha_module(tt, case):
@@ -122,31 +127,16 @@ def _np_mha(weights, query, key, value, E, H, bias=None):
     return out + np.asarray(weights["out_proj.bias"], np.float64), np.stack(probs, axis=1)
 
 
-def _error(what, output, error_type, words=()):
-    """Judge a capture_error result: error_type raised, its message holding one text of each set of `words`."""
-    if output["raised"] != error_type:
-        said = "raised nothing" if output["raised"] is None else f"raised {output['raised']}"
-        raise CheckFailed(f"{what}: expected {error_type} but it {said}")
-    missing = [" or ".join(sorted(texts)) for texts in words if not any(text in output["message"] for text in texts)]
-    if missing:
-        raise CheckFailed(f"{what}: the {error_type} message must name {' and '.join(missing)}, got "
-                          f"{output['message']!r:.200}", f"{what}: the {error_type} message does not say enough")
-
-
-def _shape_texts(shape):
-    """Ways an error message may write a shape: (2, 3) or [2, 3]."""
-    return {str(tuple(shape)), str(list(shape))}
-
-
 # ---------------------------------------------------------------------------------------------------
 # Cases
 
 
 @st.composite
-def _mask_case(draw, kind=None):
-    """L, S, and a mask of one kind: none, causal, bool (broadcastable shape, every row keeps one key), float."""
+def _mask_case(draw, kinds=("none", "causal", "bool", "float")):
+    """L, S, and a mask of one of the kinds: none, causal, bool (broadcastable shape, every row keeps one key),
+    float."""
     L, S = draw(st.integers(1, 6)), draw(st.integers(1, 6))
-    kind = kind or draw(st.sampled_from(["none", "causal", "bool", "float"]))
+    kind = draw(st.sampled_from(kinds))
     case = {"L": L, "S": S, "kind": kind, "mask": None}
     if kind in ("bool", "float"):
         shape = tuple(draw(st.sampled_from([(L, S), (1, S), (L, 1), (2, L, S), (2, 1, S), (S,)])))
@@ -172,11 +162,12 @@ def _mask_words(case):
 
 
 @st.composite
-def _qkv_case(draw, dtype=np.float32, kind=None, gradient=False, broadcast=False, scale=True, blocked=False):
+def _qkv_case(draw, dtype=np.float32, kinds=("none", "causal", "bool", "float"), gradient=False, broadcast=False,
+              scale=True, blocked=False):
     """q (..., L, E), k (..., S, E), v (..., S, Ev) with a mask, its bias (float64 on the judge's side, cast to
     the dtype for the box), a scale; with broadcast, key and value shared across the second batch axis; with
     blocked, one query row fully masked."""
-    case = draw(_mask_case(kind))
+    case = draw(_mask_case(kinds))
     L, S = case["L"], case["S"]
     wide = case["mask"] is not None and case["mask"].ndim == 3               # the mask has a batch axis of 2
     batch = tuple(draw(st.sampled_from([(), (2,), (1, 2), (2, 2)] if wide else [(), (2,), (1, 3), (2, 2)])))
@@ -207,15 +198,26 @@ def _case_attention(case):
     return _np_attention(case["q"], case["k"], case["v"], case["bias64"], case["scale"])
 
 
+# the kinds of mask a family's variants grade, one check each: variant -> the kinds its cases draw
+TWO_KINDS = {"no mask or is_causal": ("none", "causal"), "a bool or float mask": ("bool", "float")}
+THREE_KINDS = {"no mask": ("none",), "is_causal": ("causal",), "a bool or float mask": ("bool", "float")}
+
+
+def _per_kind(task, kinds, shares, cases):
+    """A family's table: for each variant of `kinds`, (task, its share of the points, cases(kinds))."""
+    return {name: (task, share, cases(drawn)) for (name, drawn), share in zip(kinds.items(), shares)}
+
+
 # ---------------------------------------------------------------------------------------------------
 # 12.1 _attention_bias
 
 
-@check(task="12.1", points=2, inputs=_mask_case(), examples=30, dtype=True, rtol=0, atol=0,
+@check(variants=_per_kind("12.1", TWO_KINDS, (1, 1), _mask_case), examples=15, dtype=True, rtol=0, atol=0,
        describe=lambda case: f"_attention_bias(attn_mask, is_causal, L={case['L']}, S={case['S']}, np.float32) for "
                              f"{_mask_words(case)}")
 def attention_bias_turns_masks_into_an_additive_bias(tt, case):
-    bias = _attention(tt)._attention_bias(case["mask"], case["kind"] == "causal", case["L"], case["S"], np.float32)
+    bias = module(tt, "attention")._attention_bias(case["mask"], case["kind"] == "causal", case["L"], case["S"],
+                                                   np.float32)
     return None if bias is None else np.asarray(bias)
 
 
@@ -238,7 +240,7 @@ _BAD_MASKS = [  # mask, is_causal, L, S, the error, what the message names
                                                     "explicit mask with is_causal=True, an int mask, masks of shape "
                                                     "(4, 3) and (2, 5) for (L, S) = (3, 4), and one of shape (3, 1)")
 def attention_bias_rejects_ambiguous_or_malformed_masks(tt, case):
-    bias = _attention(tt)._attention_bias
+    bias = module(tt, "attention")._attention_bias
     return [capture_error(lambda m=m, c=c, L=L, S=S: bias(m, c, L, S, np.float32)) for m, c, L, S, _, _ in _BAD_MASKS]
 
 
@@ -246,41 +248,29 @@ def attention_bias_rejects_ambiguous_or_malformed_masks(tt, case):
 def _(case, output):
     for (mask, causal, L, S, error, named), found in zip(_BAD_MASKS, output):
         what = f"_attention_bias(a {mask.dtype} mask of shape {mask.shape}, is_causal={causal}, L={L}, S={S})"
-        if error is None:
-            if found["raised"] is not None:
-                raise CheckFailed(f"{what}: expected no error (it broadcasts) but it raised {found['raised']}")
-            continue
-        words = [] if named is None else [{named}] if isinstance(named, str) else [_shape_texts(named)]
-        _error(what, found, error, words)
+        expect_error(what + ("" if error else " (it broadcasts)"), found, error,
+                     names=[] if named is None else [named if isinstance(named, str) else shape_texts(named)])
 
 
 # ---------------------------------------------------------------------------------------------------
 # 12.2 attention composed from tensor ops
 
 
-@check(task="12.2", points=2, inputs=_qkv_case(np.float64), examples=20, rtol=1e-9, atol=1e-9,
-       describe=lambda case: f"_attention_composed(q, k, v, bias, scale) for {_qkv_words(case, 'float64')}")
-def composed_attention_matches_numpy(tt, case):
-    return _attention(tt)._attention_composed(tt.Tensor(case["q"]), tt.Tensor(case["k"]), tt.Tensor(case["v"]),
-                                              case["bias"], case["scale"]).numpy()
+COMPOSED = {**_per_kind("12.2", TWO_KINDS, (1, 1), lambda kinds: _qkv_case(np.float64, kinds=kinds)),
+            "no scale given: 1/sqrt(E)": ("12.2", 1, _qkv_case(np.float64, scale=False).map(
+                lambda case: {**case, "default scale": True}))}
 
 
-@composed_attention_matches_numpy.expected
-def _(case):
-    return _case_attention(case)
-
-
-@check(task="12.2", points=1, inputs=_qkv_case(np.float64, scale=False), examples=10, rtol=1e-9, atol=1e-9,
-       describe=lambda case: f"_attention_composed(q, k, v, bias) without a scale (1/sqrt(E)) for "
+@check(variants=COMPOSED, examples=8, rtol=1e-9, atol=1e-9,
+       describe=lambda case: f"_attention_composed(q, k, v, bias{'' if case.get('default scale') else ', scale'}) for "
                              f"{_qkv_words(case, 'float64')}")
-def composed_attention_scales_by_one_over_sqrt_e(tt, case):
-    return _attention(tt)._attention_composed(tt.Tensor(case["q"]), tt.Tensor(case["k"]), tt.Tensor(case["v"]),
-                                              case["bias"]).numpy()
+def composed_attention_matches_numpy(tt, case):
+    scale = () if case.get("default scale") else (case["scale"],)
+    return module(tt, "attention")._attention_composed(tt.Tensor(case["q"]), tt.Tensor(case["k"]), tt.Tensor(case["v"]),
+                                                       case["bias"], *scale).numpy()
 
 
-@composed_attention_scales_by_one_over_sqrt_e.expected
-def _(case):
-    return _case_attention(case)
+composed_attention_matches_numpy.expected(_case_attention)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -307,7 +297,7 @@ def _scores_case(draw):
                              f"{np.abs(case['scores'][np.isfinite(case['scores'])]).max(initial=0):.0f} in size, "
                              f"some -inf, one row or more entirely -inf")
 def softmax_rows_is_stable_and_zero_on_fully_masked_rows(tt, case):
-    return np.asarray(_attention(tt)._softmax_rows(case["scores"].copy()))
+    return np.asarray(module(tt, "attention")._softmax_rows(case["scores"].copy()))
 
 
 @softmax_rows_is_stable_and_zero_on_fully_masked_rows.expected
@@ -319,7 +309,7 @@ def _(case):
                                                     "is the array it was given, overwritten (in place)")
 def softmax_rows_works_in_place(tt, case):
     scores = np.arange(24, dtype=np.float32).reshape(2, 3, 4) / 5
-    result = _attention(tt)._softmax_rows(scores)
+    result = module(tt, "attention")._softmax_rows(scores)
     return {"the same memory": bool(np.shares_memory(result, scores)), "scores afterwards": scores.copy()}
 
 
@@ -333,7 +323,8 @@ def _(case):
 # 12.4 the fused forward
 
 
-@check(task="12.4", points=3, inputs=_qkv_case(np.float32), examples=25, dtype=True, rtol=1e-4, atol=1e-5,
+@check(variants=_per_kind("12.4", THREE_KINDS, (1, 1, 1), lambda kinds: _qkv_case(np.float32, kinds=kinds)),
+       examples=10, dtype=True, rtol=1e-4, atol=1e-5,
        describe=lambda case: f"_ScaledDotProductAttention.apply(q, k, v, bias=bias, scale=scale) for "
                              f"{_qkv_words(case)}")
 def fused_forward_matches_numpy(tt, case):
@@ -352,7 +343,7 @@ def _(case):
 def fused_forward_is_stable_and_zero_on_fully_masked_rows(tt, case):
     q = case["q"] * np.float32(1000)
     out = _fused(tt, case, tt.Tensor(q), tt.Tensor(case["k"]), tt.Tensor(case["v"])).numpy()
-    weights = _attention(tt)._attention_weights(q, case["k"], case["bias"], case["scale"])
+    weights = module(tt, "attention")._attention_weights(q, case["k"], case["bias"], case["scale"])
     return {"output": out, "weights": np.asarray(weights)}
 
 
@@ -367,7 +358,9 @@ def _(case):
 # 12.5 the fused backward
 
 
-@check(task="12.5", points=3, inputs=_qkv_case(np.float64, gradient=True), examples=15, **GRAD_TOL,
+@check(variants=_per_kind("12.5", THREE_KINDS, (1, 1, 1), lambda kinds: _qkv_case(np.float64, kinds=kinds,
+                                                                                 gradient=True)),
+       examples=6, **GRAD_TOL,
        describe=lambda case: f"q.grad, k.grad and v.grad after _ScaledDotProductAttention.apply(q, k, v, bias, "
                              f"scale).backward(g) for {_qkv_words(case, 'float64')}")
 def fused_gradients_match_central_differences(tt, case):
@@ -396,26 +389,15 @@ def _(case):
 
 @check(task="12.5", points=1, inputs=_qkv_case(np.float64, gradient=True), examples=5, **GRAD_TOL,
        describe=lambda case: f"_ScaledDotProductAttention.apply(q, k, v, ...).backward(g) for "
-                             f"{_qkv_words(case, 'float64')}, with only v a leaf, only q, only k: the gradients")
+                             f"{_qkv_words(case, 'float64')}, with only q requiring grad, then only k, then only v")
 def fused_backward_computes_the_gradients_asked_for(tt, case):
-    q, k, v = (tt.Tensor(case[name]) for name in ("q", "k", "v"))
-    leaf = tt.Tensor(case["v"], requires_grad=True)
-    _fused(tt, case, q, k, leaf).backward(tt.Tensor(case["g"]))
-    found = {"v leaf: v.grad": leaf.grad.numpy(), "v leaf: q.grad, k.grad are None": q.grad is None and k.grad is None}
-    leaf = tt.Tensor(case["q"], requires_grad=True)
-    _fused(tt, case, leaf, k, v).backward(tt.Tensor(case["g"]))
-    found["q leaf: q.grad"] = leaf.grad.numpy()
-    leaf = tt.Tensor(case["k"], requires_grad=True)
-    _fused(tt, case, q, leaf, v).backward(tt.Tensor(case["g"]))
-    return {**found, "k leaf: k.grad": leaf.grad.numpy()}
+    return gradients_asked_for(tt, lambda q, k, v: _fused(tt, case, q, k, v), [case["q"], case["k"], case["v"]],
+                               case["g"], ["q", "k", "v"])
 
 
-@fused_backward_computes_the_gradients_asked_for.expected
-def _(case):
-    grad_q, grad_k, grad_v = central_difference(lambda q, k, v: _np_attention(q, k, v, case["bias64"], case["scale"]),
-                                                [case["q"], case["k"], case["v"]], case["g"])
-    return {"v leaf: v.grad": grad_v, "v leaf: q.grad, k.grad are None": True, "q leaf: q.grad": grad_q,
-            "k leaf: k.grad": grad_k}
+fused_backward_computes_the_gradients_asked_for.expected(lambda case: expected_gradients_asked_for(
+    ["q", "k", "v"], central_difference(lambda q, k, v: _np_attention(q, k, v, case["bias64"], case["scale"]),
+                                        [case["q"], case["k"], case["v"]], case["g"])))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -423,11 +405,21 @@ def _(case):
 
 
 @st.composite
-def _sdpa_case(draw):
-    case = draw(_qkv_case(np.float32, scale=draw(st.booleans())))
+def _sdpa_case(draw, kinds=("none", "causal", "bool", "float")):
+    case = draw(_qkv_case(np.float32, kinds=kinds, scale=draw(st.booleans())))
     case["given scale"] = case["scale"] if draw(st.booleans()) or case["scale"] != 1 / math.sqrt(
         case["q"].shape[-1]) else None
     return case
+
+
+def _sdpa_arguments(case, mask=None):
+    """The keyword arguments of the case's scaled_dot_product_attention call (the mask: the case's, or a copy)."""
+    arguments = {} if case["given scale"] is None else {"scale": case["given scale"]}
+    if case["kind"] == "causal":
+        arguments["is_causal"] = True
+    elif case["mask"] is not None:
+        arguments["attn_mask"] = case["mask"] if mask is None else mask
+    return arguments
 
 
 def _sdpa_words(case):
@@ -436,16 +428,11 @@ def _sdpa_words(case):
     return f"scaled_dot_product_attention(q, k, v{mask}{scale}) for {_qkv_words(case)}"
 
 
-@check(task="12.6", points=2, inputs=_sdpa_case(), examples=25, dtype=True, rtol=1e-4, atol=1e-5,
+@check(variants=_per_kind("12.6", TWO_KINDS, (1, 1), _sdpa_case), examples=10, dtype=True, rtol=1e-4, atol=1e-5,
        describe=_sdpa_words)
 def sdpa_matches_numpy_with_every_kind_of_mask(tt, case):
-    arguments = {} if case["given scale"] is None else {"scale": case["given scale"]}
-    if case["kind"] == "causal":
-        arguments["is_causal"] = True
-    elif case["mask"] is not None:
-        arguments["attn_mask"] = case["mask"]
     return tt.nn.functional.scaled_dot_product_attention(tt.Tensor(case["q"]), tt.Tensor(case["k"]),
-                                                         tt.Tensor(case["v"]), **arguments).numpy()
+                                                         tt.Tensor(case["v"]), **_sdpa_arguments(case)).numpy()
 
 
 @sdpa_matches_numpy_with_every_kind_of_mask.expected
@@ -479,15 +466,10 @@ def sdpa_is_causal_the_past_does_not_see_the_future(tt, case):
 
 @sdpa_is_causal_the_past_does_not_see_the_future.verdict
 def _(case, output):
-    q, k, v = case["x"]
-    t = case["t"]
+    (q, k, v), t = case["x"], case["t"]
     right = _np_attention(q, k, v, _np_bias(None, True, q.shape[-2], q.shape[-2]), 1 / math.sqrt(q.shape[-1]))
-    what = f"scaled_dot_product_attention(q, k, v, is_causal=True) for q of shape {q.shape}"
-    if not np.allclose(output["before"], right[..., :t + 1, :], rtol=1e-4, atol=1e-5):
-        raise CheckFailed(f"{what}: the outputs up to position {t} are not causal attention's")
-    if not np.allclose(output["after"], output["before"], rtol=1e-5, atol=1e-6):
-        raise CheckFailed(f"{what}: the outputs up to position {t} changed when only the tokens after {t} changed: "
-                          f"the future leaks into the past")
+    expect_causal(f"scaled_dot_product_attention(q, k, v, is_causal=True) for q of shape {q.shape}", output,
+                  right[..., :t + 1, :], t, rtol=1e-4, atol=1e-5)
 
 
 _BAD_CALLS = [  # q, k, v shapes, keyword arguments, the error, the shapes the message names
@@ -512,12 +494,8 @@ def sdpa_rejects_mismatched_shapes_and_two_masks(tt, case):
 def _(case, output):
     for (q, k, v, arguments, error, named), found in zip(_BAD_CALLS, output):
         what = f"scaled_dot_product_attention(q of shape {q}, k of shape {k}, v of shape {v}, {sorted(arguments)})"
-        if error is None:
-            if found["raised"] is not None:
-                raise CheckFailed(f"{what}: expected no error (the batch axes broadcast) but it raised "
-                                  f"{found['raised']}")
-            continue
-        _error(what, found, error, [_shape_texts(s) for s in (q, k, v)] if named else [])
+        expect_error(what + ("" if error else " (the batch axes broadcast)"), found, error,
+                     names=[shape_texts(s) for s in (q, k, v)] if named else [])
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -549,8 +527,8 @@ def _mha_mask_words(case):
 
 @check(task="12.7", points=2, inputs=_mha_mask_case(), examples=30, rtol=1e-6, atol=1e-6, describe=_mha_mask_words)
 def mha_bias_merges_masks_with_true_meaning_masked(tt, case):
-    bias = _attention(tt)._mha_bias(case["attn_mask"], case["key_padding_mask"], case["B"], case["H"], case["L"],
-                                    case["S"], np.float32)
+    bias = module(tt, "attention")._mha_bias(case["attn_mask"], case["key_padding_mask"], case["B"], case["H"],
+                                             case["L"], case["S"], np.float32)
     if bias is None:
         return None
     bias = np.asarray(bias)
@@ -572,7 +550,7 @@ _BAD_MHA_MASKS = [((3, 4), None, True), ((6, 3, 3), None, True), ((4, 3, 3), Non
                                                     "S=3, float32) for masks of shapes " + ", ".join(
                                                         str(m[:2]) for m in _BAD_MHA_MASKS) + ": the errors")
 def mha_bias_rejects_masks_of_the_wrong_shape(tt, case):
-    bias = _attention(tt)._mha_bias
+    bias = module(tt, "attention")._mha_bias
     return [capture_error(lambda a=a, p=p: bias(None if a is None else np.ones(a, bool),
                                                 None if p is None else np.ones(p, bool), 2, 4, 3, 3, np.float32))
             for a, p, _ in _BAD_MHA_MASKS]
@@ -582,12 +560,9 @@ def mha_bias_rejects_masks_of_the_wrong_shape(tt, case):
 def _(case, output):
     for (attn, padding, bad), found in zip(_BAD_MHA_MASKS, output):
         what = (f"_mha_bias for attn_mask of shape {attn} and key_padding_mask of shape {padding} (batch 2, 4 heads, "
-                f"L=S=3)")
-        if not bad:
-            if found["raised"] is not None:
-                raise CheckFailed(f"{what}: expected no error (both shapes are right) but it raised {found['raised']}")
-            continue
-        _error(what, found, "RuntimeError", [_shape_texts(attn if attn is not None else padding)])
+                f"L=S=3)" + ("" if bad else ", both right"))
+        expect_error(what, found, "RuntimeError" if bad else None,
+                     names=[shape_texts(attn if attn is not None else padding)] if bad else [])
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -606,10 +581,10 @@ def _heads_case(draw):
                              f"values, whether it shares x's memory, _merge_heads(heads), and x.grad after "
                              f"(heads * g).sum().backward()")
 def heads_are_views_split_and_merged(tt, case):
-    module = _attention(tt)
+    attention = module(tt, "attention")
     x = tt.Tensor(case["x"], requires_grad=True)
-    heads = module._split_heads(x, case["H"])
-    merged = module._merge_heads(heads)
+    heads = attention._split_heads(x, case["H"])
+    merged = attention._merge_heads(heads)
     (heads * tt.Tensor(case["g"])).sum().backward()
     return {"heads": heads.numpy().copy(), "a view of x": bool(np.shares_memory(heads.numpy(), x.numpy())),
             "merged": merged.numpy(), "x.grad": x.grad.numpy()}
@@ -665,23 +640,14 @@ def mha_initialisation_is_pytorchs(tt, case):
 
 @mha_initialisation_is_pytorchs.verdict
 def _(case, output):
-    E = case["E"]
-    what = f"MultiheadAttention({E}, 4) initialisation"
+    E, what = case["E"], f"MultiheadAttention({case['E']}, 4)"
     for name in ("in_proj_bias", "out_proj.bias"):
         if np.any(np.asarray(output[name]) != 0):
             raise CheckFailed(f"{what}: {name} must start at zero (PyTorch's constant_(bias, 0))")
-    for name, bound, rule in (("in_proj_weight", math.sqrt(6 / (E + 3 * E)), "xavier_uniform_: sqrt(6 / (fan_in + "
-                                                                                "fan_out)) with fan_in E, fan_out 3E"),
-                              ("out_proj.weight", 1 / math.sqrt(E), "Linear's: 1/sqrt(in_features)")):
-        values = np.asarray(output[name], dtype=np.float64)
-        if np.abs(values).max() > bound * (1 + 1e-6):
-            raise CheckFailed(f"{what}: {name} values must lie within ±{bound:.5f} ({rule}), found "
-                              f"{values.flat[np.abs(values).argmax()]:.5f}")
-        if abs(values.std() / (bound / math.sqrt(3)) - 1) > 0.05 or abs(values.mean()) > 0.03 * bound:
-            raise CheckFailed(f"{what}: {name} should be uniform in ±{bound:.5f} ({rule}): mean 0 and std "
-                              f"{bound / math.sqrt(3):.5f}, got mean {values.mean():.5f} and std {values.std():.5f}")
-        if np.unique(values).size < values.size // 2:
-            raise CheckFailed(f"{what}: {name} values are not random")
+    expect_uniform(f"{what}'s in_proj_weight", output["in_proj_weight"], math.sqrt(6 / (E + 3 * E)),
+                   "xavier_uniform_: sqrt(6 / (fan_in + fan_out)) with fan_in E, fan_out 3E")
+    expect_uniform(f"{what}'s out_proj.weight", output["out_proj.weight"], 1 / math.sqrt(E),
+                   "Linear's: 1/sqrt(in_features)")
 
 
 @check(task="12.9", points=1, examples=4, inputs=seed_pair(),
@@ -847,7 +813,7 @@ def _float_mha_mask_case(draw):
 
 def _unchanged_case(function):
     if function == "_attention_weights":
-        case = _qkv_case(np.float32, kind="float")
+        case = _qkv_case(np.float32, kinds=("float",))
     elif function == "_ScaledDotProductAttention.backward":
         case = _qkv_case(np.float64, gradient=True)
     elif function == "scaled_dot_product_attention":
@@ -882,41 +848,29 @@ def _unchanged_words(case):
                                           for function in UNCHANGED},
        describe=lambda case: _unchanged_words(case) + ": the inputs afterwards")
 def functions_leave_their_inputs_unchanged(tt, case):
-    module, function = _attention(tt), case["function"]
+    attention, function = module(tt, "attention"), case["function"]
     given = {name: None if case.get(name) is None else np.array(case[name]) for name in _GIVEN[function]}
     if function == "_attention_weights":
-        module._attention_weights(given["q"], given["k"], given["bias"], case["scale"])
-        module._ScaledDotProductAttention.apply(tt.Tensor(given["q"]), tt.Tensor(given["k"]), tt.Tensor(given["v"]),
-                                                bias=given["bias"], scale=case["scale"])
+        attention._attention_weights(given["q"], given["k"], given["bias"], case["scale"])
+        attention._ScaledDotProductAttention.apply(tt.Tensor(given["q"]), tt.Tensor(given["k"]),
+                                                   tt.Tensor(given["v"]), bias=given["bias"], scale=case["scale"])
     elif function == "_ScaledDotProductAttention.backward":
-        g = tt.Tensor(given["g"])
-        leaves = [tt.Tensor(case[name], requires_grad=True) for name in ("q", "k", "v")]
-        _fused(tt, case, *leaves).backward(g)
-        given["g"] = g.numpy()
+        given["g"] = tt.Tensor(given["g"])
+        _fused(tt, case, *(tt.Tensor(case[name], requires_grad=True) for name in ("q", "k", "v"))).backward(given["g"])
     elif function == "scaled_dot_product_attention":
-        arguments = {} if case["given scale"] is None else {"scale": case["given scale"]}
-        if case["kind"] == "causal":
-            arguments["is_causal"] = True
-        elif given["mask"] is not None:
-            arguments["attn_mask"] = given["mask"]
-        tt.nn.functional.scaled_dot_product_attention(given["q"], given["k"], given["v"], **arguments)
+        tt.nn.functional.scaled_dot_product_attention(given["q"], given["k"], given["v"],
+                                                      **_sdpa_arguments(case, given["mask"]))
     elif function == "_mha_bias":
-        module._mha_bias(given["attn_mask"], given["key_padding_mask"], case["B"], case["H"], case["L"], case["S"],
-                         np.float64)
+        attention._mha_bias(given["attn_mask"], given["key_padding_mask"], case["B"], case["H"], case["L"], case["S"],
+                            np.float64)
     else:
         _mha_module(tt, case)(given["query"], given["key"], given["value"], attn_mask=given["attn_mask"],
                               key_padding_mask=given["key_padding_mask"])
-    return given
+    return {name: held(tt, value) for name, value in given.items()}
 
 
 @functions_leave_their_inputs_unchanged.verdict
 def _(case, output):
     for name in _GIVEN[case["function"]]:
-        value, found = case.get(name), output[name]
-        same = found is None if value is None else (np.shape(found) == np.shape(value) and np.array_equal(
-            np.asarray(found), value))
-        if not same:
-            sentence = (f"{_unchanged_words(case)} changed its input {name}: what a function is given stays as it "
-                        f"was, the caller may use it again; {_UNCHANGED_HINTS[name]}")
-            raise CheckFailed(sentence, sentence)
-
+        expect_unchanged(_unchanged_words(case), {name: case.get(name)}, output, "what a function is given stays "
+                         f"as it was, the caller may use it again: {_UNCHANGED_HINTS[name]}")
