@@ -66,7 +66,8 @@ def shared_course(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # files, then the other slow tests, then the quick ones, which even out the end.
 
 ONE_WORKER = ("test_course.py", "test_grade.py", "test_one_engine.py", "test_reader_bounds.py",
-              "test_exchange.py", "test_course_datasets.py", "test_leaderboard.py")  # longest first
+              "test_exchange.py", "test_course_datasets.py", "test_leaderboard.py",
+              "test_course_autograde.py")  # longest first
 
 
 def _one_worker_file(nodeid: str) -> str | None:
