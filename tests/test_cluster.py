@@ -251,10 +251,12 @@ def _interrupt_and_check(run: subprocess.Popen, stop: int, out: Path, tmp: Path)
     stopped_after = time.monotonic() - sent
     assert code == 130, err
     assert stopped_after < 15, f"stopped {stopped_after:.1f} s after {stop!r}"  # within seconds, not the queue
-    assert "interrupted: the 1 grades finished are in" in err and "run the same command again" in err
+    said = [line for line in err.splitlines() if "interrupted: the " in line]
+    assert said and "run the same command again" in said[0], err
     assert "Traceback" not in err
-    assert [r["student"] for r in rows(out)] == ["aa_first"]
-    assert list(results(out)) == ["aa_first/01/cumulative"]
+    finished = int(said[0].split("interrupted: the ")[1].split()[0])  # 1, or 2 if the next ended meanwhile
+    assert 1 <= finished < 5 and len(rows(out)) == len(results(out)) == finished
+    assert rows(out)[0]["student"] == "aa_first" and "aa_first/01/cumulative" in results(out)
     assert (out / "feedback" / "aa_first.md").is_file()
     assert not list(tmp.iterdir()), list(tmp.iterdir())  # the scratch folders (the drawn cases) are gone
     assert not boxes_under(tmp)

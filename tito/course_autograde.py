@@ -675,9 +675,9 @@ def _run(place: _Here | _OnCluster, work: list[Job], gradebook: Path, skipped: i
                 except queue.Empty:
                     progress.update(bar, running=place.running())
                     continue
-                with interrupts.held():
+                with interrupts.held():  # a signal meanwhile is raised as the block ends: count what was merged first
                     _record(gradebook, assignment, outcome)
-                outcomes.append(outcome)
+                    outcomes.append(outcome)
                 progress.update(bar, advance=1, running=place.running(),
                                 failed=sum(bool(done.failure) for done in outcomes))
         except KeyboardInterrupt:
