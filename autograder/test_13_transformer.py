@@ -1,27 +1,44 @@
 """Hidden suite of 13_transformer: layer normalisation (the fused Function's forward for one or more normalised
 axes, with and without weight and bias; its backward against float64 central differences and only the
 gradients asked for; `layer_norm` and `LayerNorm` with PyTorch's arguments and initialisation), the GELU
-feed-forward block, lean causal self-attention (against an independent numpy multi-head attention, and
-causality), the pre-norm block (forward, causality, gradients against central differences, the cache passed on to
-its attention), the key-value cache (pieces through the cache equal the whole sequence), sampling (greedy, the
-documented single draw per sequence for a seeded generator, temperature, top-k), the GPT (parameters, GPT-2's
-initialisation, weight tying, logits and loss against a numpy GPT with the same weights, causality) and
-`GPT.generate` (greedy and seeded sampling against a numpy generation loop, past block_size, with the cache and
-without). Guards: the upstream gradient and the logits are read only, a Dropout of p = 0 is not called (it would
-draw a mask), greedy sampling draws nothing.
+feed-forward block, lean causal self-attention (against an independent numpy multi-head attention), the
+pre-norm block (forward, gradients against central differences, the cache passed on to its attention), the
+key-value cache (pieces through the cache equal the whole sequence), sampling (greedy, the documented single
+draw per sequence for a seeded generator, temperature, top-k), the GPT (parameters, GPT-2's initialisation,
+weight tying, logits and loss against a numpy GPT with the same weights) and `GPT.generate` (greedy and seeded
+sampling against a numpy generation loop, past block_size, with the cache, feeding only the newest token, and
+without). Families: causality in the attention, the block and the GPT; the LayerNorm's forward and gradients
+over its operand forms. Guards: the upstream gradient and the logits are read only, a Dropout of p = 0 is not
+called (it would draw a mask), greedy sampling draws nothing.
 
 Every `expected` is an independent numpy computation in float64 with the case's weights; products by
 `np.einsum` (no BLAS on the judge's side: OpenBLAS called from several grading threads can spin). Private
 names are reached as `tinytorch.core.transformer`, so that points follow the work.
 """
 
-import importlib
 import math
 
 import numpy as np
 from hypothesis import strategies as st
 
-from checklib import CheckFailed, capture_error, central_difference, check, leaf_gradients, signed_arrays
+from checklib import (
+    CheckFailed,
+    assert_close,
+    capture_error,
+    central_difference,
+    check,
+    draws_around,
+    expect_causal,
+    expect_error,
+    expect_no_draws,
+    expect_unchanged,
+    expected_gradients_asked_for,
+    gradients_asked_for,
+    held,
+    leaf_gradients,
+    module,
+    signed_arrays,
+)
 
 GRAD_TOL = {"rtol": 1e-4, "atol": 1e-5}
 
@@ -29,15 +46,10 @@ GRAD_TOL = {"rtol": 1e-4, "atol": 1e-5}
 # Running the package (compute side)
 
 
-def _transformer(tt):
-    """The exported module itself, for the private names."""
-    return importlib.import_module(tt.__name__ + ".core.transformer")
-
-
 def _ln_apply(tt, case, x, w, b):
     """_LayerNorm.apply with the operands the case has."""
     operands = [o for o in (w, b) if o is not None]
-    return _transformer(tt)._LayerNorm.apply(x, *operands, axes=case["axes"], eps=case["eps"])
+    return module(tt, "transformer")._LayerNorm.apply(x, *operands, axes=case["axes"], eps=case["eps"])
 
 
 def _load(module, params):
@@ -59,13 +71,22 @@ def _attention_module(tt, case):
     return _load(tt.models.CausalSelfAttention(case["C"], case["H"]), case["params"])
 
 
-def _draws_around(tt, run, seed):
-    """tt.randn(8) after manual_seed(seed) and run(), and right after manual_seed(seed): the raw values."""
-    tt.manual_seed(seed)
-    run()
-    after = tt.randn(8).numpy()
-    tt.manual_seed(seed)
-    return {"drawn after it": after, "drawn without it": tt.randn(8).numpy()}
+def _causal(run, x, later, t):
+    """run's outputs up to position t (axis 1) for x, and for x with its positions after t replaced by later."""
+    changed = x.copy()
+    changed[:, t + 1:] = later
+    return {"before": run(x).numpy()[:, :t + 1], "after": run(changed).numpy()[:, :t + 1]}
+
+
+def _lengths_fed(model):
+    """Make the model record the length of the idx each forward call gets; the list it records them in."""
+    lengths, forward = [], model.forward
+
+    def recorded(idx, *args, **kwargs):
+        lengths.append(int(np.shape(idx)[-1]))
+        return forward(idx, *args, **kwargs)
+    model.forward = recorded
+    return lengths
 
 
 class _RecordingCache:
@@ -166,14 +187,6 @@ def _np_sample(logits, temperature, top_k, generator):
                      for row, value in zip(cumulative, u[:, 0])])
 
 
-def _expect_no_draws(what, output, fix):
-    """Judge _draws_around (or the draws of a given generator): the numbers drawn after the call are those drawn
-    without it."""
-    if not np.array_equal(output["drawn after it"], output["drawn without it"]):
-        sentence = f"{what} drew random numbers (the numbers drawn after it changed): {fix}"
-        raise CheckFailed(sentence, sentence)
-
-
 def _np_generate(params, config, prompt, steps, temperature, top_k, seed):
     idx = np.asarray(prompt)
     generator = np.random.default_rng(seed)
@@ -221,11 +234,12 @@ def _draw_params(shapes, seed, scale=0.5):
 
 
 @st.composite
-def _ln_case(draw, dtype=np.float32, gradient=False):
+def _ln_case(draw, dtype=np.float32, gradient=False, affines=("none", "weight", "both")):
+    """x normalised over its last one or two axes, and the operands of one of the affine forms."""
     axes = draw(st.integers(1, 2))
     lead = tuple(draw(st.lists(st.integers(1, 3), min_size=0, max_size=2)))
     normalized = tuple(draw(st.lists(st.integers(2, 5), min_size=axes, max_size=axes)))
-    affine = draw(st.sampled_from(["none", "weight", "both"]))
+    affine = draw(st.sampled_from(affines))
     case = {"axes": axes, "affine": affine, "eps": draw(st.sampled_from([1e-5, 1e-3]))}
     offset = draw(st.floats(-3, 3))
     case["x"] = (np.asarray(draw(signed_arrays(lead + normalized, 0.1, 3.0)), np.float64) + offset).astype(dtype)
@@ -234,6 +248,16 @@ def _ln_case(draw, dtype=np.float32, gradient=False):
     if gradient:
         case["g"] = draw(signed_arrays(lead + normalized, 0.25, 2.0))
     return case
+
+
+def _per_form(task, forms, dtype=np.float32, gradient=False):
+    """A family's table over the operand forms: form -> (task, one point, cases of those affine forms)."""
+    return {name: (task, 1, _ln_case(dtype, gradient, affines)) for name, affines in forms.items()}
+
+
+def _ln_operands(tt, case):
+    """The case's operands as Tensors (None where it has none)."""
+    return [None if case[name] is None else tt.Tensor(case[name]) for name in ("x", "w", "b")]
 
 
 def _ln_words(case):
@@ -246,12 +270,11 @@ def _ln_words(case):
 # 13.1 _LayerNorm.forward
 
 
-@check(task="13.1", points=2, inputs=_ln_case(), examples=25, dtype=True, rtol=1e-4, atol=1e-4,
+@check(variants=_per_form("13.1", {"no weight or bias": ("none",), "a weight, or a weight and a bias": (
+           "weight", "both")}), examples=12, dtype=True, rtol=1e-4, atol=1e-4,
        describe=lambda case: f"_LayerNorm.apply(x, ...) for {_ln_words(case)}")
 def layer_norm_forward_matches_numpy(tt, case):
-    w = None if case["w"] is None else tt.Tensor(case["w"])
-    b = None if case["b"] is None else tt.Tensor(case["b"])
-    return _ln_apply(tt, case, tt.Tensor(case["x"]), w, b).numpy()
+    return _ln_apply(tt, case, *_ln_operands(tt, case)).numpy()
 
 
 @layer_norm_forward_matches_numpy.expected
@@ -263,11 +286,8 @@ def _(case):
        describe=lambda case: f"_LayerNorm.apply(x, ...) for {_ln_words(case)}: float64 in, float64 out, and the "
                              f"input left unchanged")
 def layer_norm_forward_keeps_float64_and_its_input(tt, case):
-    x = case["x"].copy()
-    w = None if case["w"] is None else tt.Tensor(case["w"])
-    b = None if case["b"] is None else tt.Tensor(case["b"])
-    out = _ln_apply(tt, case, tt.Tensor(x), w, b).numpy()
-    return {"out": out, "input": x}
+    x, w, b = _ln_operands(tt, {**case, "x": case["x"].copy()})
+    return {"out": _ln_apply(tt, case, x, w, b).numpy(), "input": x.numpy()}
 
 
 @layer_norm_forward_keeps_float64_and_its_input.expected
@@ -283,59 +303,34 @@ def _ln_inputs(case):
     return [case[name] for name in ("x", "w", "b") if case[name] is not None]
 
 
-@check(task="13.2", points=3, inputs=_ln_case(np.float64, gradient=True), examples=20, **GRAD_TOL,
-       describe=lambda case: f"the gradients of every operand after _LayerNorm.apply(x, ...).backward(g) for "
-                             f"{_ln_words(case)}")
+def _np_ln_of(case):
+    """The numpy layer norm of the case's axes and eps, of the operands it has (x, w, b)."""
+    return lambda *arrays: _np_ln(*(list(arrays) + [None, None])[:3], case["axes"], case["eps"])
+
+
+@check(variants=_per_form("13.2", {"no weight or bias": ("none",), "a weight": ("weight",),
+                                   "a weight and a bias": ("both",)}, np.float64, gradient=True),
+       examples=7, **GRAD_TOL, describe=lambda case: f"the gradients of every operand after _LayerNorm.apply(x, ...)"
+                                                     f".backward(g) for {_ln_words(case)}")
 def layer_norm_gradients_match_central_differences(tt, case):
     return leaf_gradients(tt, lambda *leaves: _ln_apply(tt, case, *(list(leaves) + [None, None])[:3]),
                           _ln_inputs(case), case["g"])
 
 
-@layer_norm_gradients_match_central_differences.expected
-def _(case):
-    def fn(*arrays):
-        x, w, b = (list(arrays) + [None, None])[:3]
-        return _np_ln(x, w, b, case["axes"], case["eps"])
-    return central_difference(fn, _ln_inputs(case), case["g"])
+layer_norm_gradients_match_central_differences.expected(
+    lambda case: central_difference(_np_ln_of(case), _ln_inputs(case), case["g"]))
 
 
-@check(task="13.2", points=1, inputs=_ln_case(np.float64, gradient=True).filter(lambda c: c["affine"] == "both"),
-       examples=5, **GRAD_TOL, describe=lambda case: f"_LayerNorm.apply(x, w, b).backward(g) for {_ln_words(case)}, "
-                                                      f"with only x a leaf, then only w: the gradients")
+@check(task="13.2", points=1, inputs=_ln_case(np.float64, gradient=True, affines=("both",)), examples=5, **GRAD_TOL,
+       describe=lambda case: f"_LayerNorm.apply(x, w, b).backward(g) for {_ln_words(case)}, with only x requiring "
+                             f"grad, then only w, then only b: the gradients")
 def layer_norm_backward_computes_the_gradients_asked_for(tt, case):
-    x, w, b = (tt.Tensor(case[name]) for name in ("x", "w", "b"))
-    leaf = tt.Tensor(case["x"], requires_grad=True)
-    _ln_apply(tt, case, leaf, w, b).backward(tt.Tensor(case["g"]))
-    found = {"x leaf: x.grad": leaf.grad.numpy()}
-    leaf = tt.Tensor(case["w"], requires_grad=True)
-    _ln_apply(tt, case, x, leaf, b).backward(tt.Tensor(case["g"]))
-    return {**found, "w leaf: w.grad": leaf.grad.numpy(), "x stays without grad": x.grad is None}
+    return gradients_asked_for(tt, lambda *tensors: _ln_apply(tt, case, *tensors), _ln_inputs(case), case["g"],
+                               ["x", "w", "b"])
 
 
-@layer_norm_backward_computes_the_gradients_asked_for.expected
-def _(case):
-    grads = central_difference(lambda x, w, b: _np_ln(x, w, b, case["axes"], case["eps"]),
-                               [case["x"], case["w"], case["b"]], case["g"])
-    return {"x leaf: x.grad": grads[0], "w leaf: w.grad": grads[1], "x stays without grad": True}
-
-
-@check(task="13.2", points=1, guard=True, inputs=_ln_case(np.float64, gradient=True), examples=10,
-       describe=lambda case: f"g = Tensor(upstream), _LayerNorm.apply(x, ...).backward(g) for {_ln_words(case)}, "
-                             f"every operand a leaf: g afterwards")
-def layer_norm_backward_leaves_the_upstream_gradient_unchanged(tt, case):
-    g = tt.Tensor(case["g"].copy())
-    leaves = [tt.Tensor(a, requires_grad=True) for a in _ln_inputs(case)]
-    _ln_apply(tt, case, *(leaves + [None, None])[:3]).backward(g)
-    return g.numpy()
-
-
-@layer_norm_backward_leaves_the_upstream_gradient_unchanged.verdict
-def _(case, output):
-    if np.shape(output) != case["g"].shape or not np.array_equal(output, case["g"]):
-        sentence = (f"_LayerNorm.apply(x, ...).backward(g) for {_ln_words(case)} changed g: the upstream gradient "
-                    f"belongs to the caller (another branch of the graph may read it too); read it only, and work in "
-                    f"place on a new array (ĝ − mean(ĝ))")
-        raise CheckFailed(sentence, sentence)
+layer_norm_backward_computes_the_gradients_asked_for.expected(lambda case: expected_gradients_asked_for(
+    ["x", "w", "b"], central_difference(_np_ln_of(case), _ln_inputs(case), case["g"])))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -383,15 +378,12 @@ def layer_norm_module_has_pytorchs_parameters(tt, case):
 def _(case):
     found = []
     for shape, kw in _LN_OPTIONS:
-        shape = (shape,) if isinstance(shape, int) else shape
-        affine, bias = kw.get("elementwise_affine", True), kw.get("bias", True)
-        params = {}
-        if affine:
-            params["weight"] = np.ones(shape, np.float32)
-            if bias:
-                params["bias"] = np.zeros(shape, np.float32)
+        shape, affine = (shape,) if isinstance(shape, int) else shape, kw.get("elementwise_affine", True)
+        bias = affine and kw.get("bias", True)
+        params = {"weight": np.ones(shape, np.float32), **({"bias": np.zeros(shape, np.float32)} if bias else {})}
+        params = params if affine else {}
         found.append({"normalized_shape": list(shape), "eps": kw.get("eps", 1e-5), "parameters": params,
-                      "weight is None": not affine, "bias is None": not (affine and bias)})
+                      "weight is None": not affine, "bias is None": not bias})
     return found
 
 
@@ -405,20 +397,14 @@ def layer_norm_module_forward_and_its_error(tt, case):
     module.load_state_dict({"weight": case["w"], "bias": case["b"]})
     wrong = np.ones(case["x"].shape[:-1] + (case["x"].shape[-1] + 1,), np.float32)
     plain = tt.nn.functional.layer_norm
-    return {"out": module(tt.Tensor(case["x"])).numpy(), "error": capture_error(lambda: module(tt.Tensor(wrong))),
-            "functional error": capture_error(lambda: plain(tt.Tensor(wrong), case["x"].shape[-1]))}
+    error = capture_error(lambda: module(tt.Tensor(wrong)))["raised"]
+    return {"out": module(tt.Tensor(case["x"])).numpy(), "error": error, "layer_norm without a weight: error":
+            capture_error(lambda: plain(tt.Tensor(wrong), wrong.shape[-1] - 1))["raised"]}
 
 
-@layer_norm_module_forward_and_its_error.verdict
-def _(case, output):
-    what = f"nn.LayerNorm on {_ln_words(case)}"
-    right = _np_ln(case["x"], case["w"], case["b"], case["axes"], case["eps"])
-    if np.shape(output["out"]) != right.shape or not np.allclose(output["out"], right, rtol=1e-4, atol=1e-4):
-        raise CheckFailed(f"{what}: the output is not layer normalisation's")
-    for key in ("error", "functional error"):
-        if output[key]["raised"] != "ValueError":
-            raise CheckFailed(f"{what}: an input whose last axes are not normalized_shape must raise ValueError "
-                              f"(also in layer_norm without a weight), got {output[key]['raised']}")
+layer_norm_module_forward_and_its_error.expected(lambda case: {
+    "out": _np_ln(case["x"], case["w"], case["b"], case["axes"], case["eps"]), "error": "ValueError",
+    "layer_norm without a weight: error": "ValueError"})
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -459,21 +445,6 @@ def _(case):
     return _np_mlp(case["params"], "", np.asarray(case["x"], np.float64))
 
 
-@check(task="13.4", points=1, guard=True, inputs=_mlp_case(), examples=5,
-       describe=lambda case: f"tt.manual_seed(1), models.MLP({case['C']}) (dropout=0.0, training mode) on x of shape "
-                             f"{case['x'].shape}, tt.randn(8): against tt.randn(8) right after tt.manual_seed(1)")
-def mlp_without_dropout_draws_no_random_numbers(tt, case):
-    mlp = _load(tt.models.MLP(case["C"]), case["params"]).train()
-    return _draws_around(tt, lambda: mlp(tt.Tensor(case["x"])), 1)
-
-
-@mlp_without_dropout_draws_no_random_numbers.verdict
-def _(case, output):
-    _expect_no_draws(f"MLP({case['C']}) with dropout=0.0 in training mode, on x of shape {case['x'].shape},", output,
-                     "a Dropout of p = 0 must return its input and draw nothing (task 04.10: return x when p is 0); "
-                     "an MLP calling self.dropout then draws nothing")
-
-
 # ---------------------------------------------------------------------------------------------------
 # 13.5 CausalSelfAttention
 
@@ -497,11 +468,13 @@ def _attention_words(case, what="models.CausalSelfAttention"):
 
 
 @check(task="13.5", points=2, inputs=_attention_case(), examples=20, rtol=1e-4, atol=1e-4,
-       describe=lambda case: _attention_words(case) + ": the output, and q, k, v from _qkv(x)")
+       describe=lambda case: _attention_words(case) + ": the output, and q, k, v from _qkv(x); and "
+                                                      "CausalSelfAttention(6, 4) (the error)")
 def causal_attention_matches_numpy(tt, case):
     module = _attention_module(tt, case)
     q, k, v = module._qkv(tt.Tensor(case["x"]))
-    return {"out": module(tt.Tensor(case["x"])).numpy(), "q": q.numpy(), "k": k.numpy(), "v": v.numpy()}
+    return {"out": module(tt.Tensor(case["x"])).numpy(), "q": q.numpy(), "k": k.numpy(), "v": v.numpy(),
+            "CausalSelfAttention(6, 4)": capture_error(lambda: tt.models.CausalSelfAttention(6, 4))["raised"]}
 
 
 @causal_attention_matches_numpy.expected
@@ -511,33 +484,8 @@ def _(case):
     qkv = _np_linear(x, case["params"], "c_attn")
     B, T = x.shape[:2]
     split = qkv.reshape(B, T, 3, H, C // H).transpose(2, 0, 3, 1, 4)
-    return {"out": _np_attention(case["params"], "", x, C, H), "q": split[0], "k": split[1], "v": split[2]}
-
-
-@check(task="13.5", points=1, inputs=_attention_case(), examples=15, rtol=1e-5, atol=1e-5,
-       describe=lambda case: _attention_words(case) + f", then again with x changed after position {case['t']}: "
-                             f"the outputs up to position {case['t']}; and CausalSelfAttention(6, 4) (the error)")
-def causal_attention_is_causal(tt, case):
-    module, t = _attention_module(tt, case), case["t"]
-    changed = case["x"].copy()
-    changed[:, t + 1:] = case["later"]
-    return {"before": module(tt.Tensor(case["x"])).numpy()[:, :t + 1],
-            "after": module(tt.Tensor(changed)).numpy()[:, :t + 1],
-            "error": capture_error(lambda: tt.models.CausalSelfAttention(6, 4))["raised"]}
-
-
-@causal_attention_is_causal.verdict
-def _(case, output):
-    what, t = _attention_words(case), case["t"]
-    right = _np_attention(case["params"], "", np.asarray(case["x"], np.float64), case["C"], case["H"])[:, :t + 1]
-    if np.shape(output["before"]) != right.shape or not np.allclose(output["before"], right, rtol=1e-4, atol=1e-4):
-        raise CheckFailed(f"{what}: the outputs up to position {t} are not causal self-attention's")
-    if not np.allclose(output["after"], output["before"], rtol=1e-5, atol=1e-5):
-        raise CheckFailed(f"{what}: the outputs up to position {t} changed when only the tokens after {t} changed: "
-                          f"the future leaks into the past")
-    if output["error"] != "ValueError":
-        raise CheckFailed(f"CausalSelfAttention(6, 4): n_embd not divisible by n_head must raise ValueError, got "
-                          f"{output['error']}")
+    return {"out": _np_attention(case["params"], "", x, C, H), "q": split[0], "k": split[1], "v": split[2],
+            "CausalSelfAttention(6, 4)": "ValueError"}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -553,27 +501,6 @@ def block_matches_numpy(tt, case):
 @block_matches_numpy.expected
 def _(case):
     return _np_block(case["params"], "", np.asarray(case["x"], np.float64), case["C"], case["H"])
-
-
-@check(task="13.6", points=1, inputs=_attention_case(_block_shapes), examples=10, rtol=1e-5, atol=1e-5,
-       describe=lambda case: _attention_words(case, "models.TransformerBlock") + f", then with x changed after "
-                             f"position {case['t']}: the outputs up to position {case['t']}")
-def block_is_causal(tt, case):
-    module, t = _block_module(tt, case), case["t"]
-    changed = case["x"].copy()
-    changed[:, t + 1:] = case["later"]
-    return {"before": module(tt.Tensor(case["x"])).numpy()[:, :t + 1],
-            "after": module(tt.Tensor(changed)).numpy()[:, :t + 1]}
-
-
-@block_is_causal.verdict
-def _(case, output):
-    what, t = _attention_words(case, "TransformerBlock"), case["t"]
-    right = _np_block(case["params"], "", np.asarray(case["x"], np.float64), case["C"], case["H"])[:, :t + 1]
-    if np.shape(output["before"]) != right.shape or not np.allclose(output["before"], right, rtol=1e-4, atol=1e-4):
-        raise CheckFailed(f"{what}: the outputs up to position {t} are not the block's")
-    if not np.allclose(output["after"], output["before"], rtol=1e-5, atol=1e-5):
-        raise CheckFailed(f"{what}: the outputs up to position {t} changed when only the tokens after {t} changed")
 
 
 @check(task="13.6", points=1, inputs=_attention_case(_block_shapes, np.float64, gradient=True), examples=6,
@@ -659,7 +586,7 @@ def _sample_words(case):
 @check(task="13.8", points=2, inputs=_sample_case(), examples=25,
        describe=lambda case: _sample_words(case) + ", three calls in a row; and temperature=0 (greedy)")
 def sample_draws_as_documented(tt, case):
-    sample = _transformer(tt)._sample
+    sample = module(tt, "transformer")._sample
     generator = np.random.default_rng(case["seed"])
     draws = [np.asarray(sample(case["logits"], case["temperature"], case["top_k"], generator)) for _ in range(3)]
     return {"draws": np.stack(draws), "greedy": np.asarray(sample(case["logits"], 0, case["top_k"], generator))}
@@ -676,7 +603,7 @@ def _(case):
                                                     "of probabilities [0.1, 0.2, 0.3, 0.4], 2000 times for its logits "
                                                     "+ 800 without top_k; then temperature=-1 and top_k=0 (the errors)")
 def sample_keeps_only_the_top_k(tt, case):
-    sample = _transformer(tt)._sample
+    sample = module(tt, "transformer")._sample
     generator = np.random.default_rng(0)
     logits = np.log(np.array([[0.1, 0.2, 0.3, 0.4]]))
     draws = np.concatenate([sample(logits, 1.0, 2, generator) for _ in range(2000)])
@@ -699,12 +626,8 @@ def _(case, output):
     if large.shape != (4,) or np.abs(large - [0.1, 0.2, 0.3, 0.4]).max() > 0.05:
         raise CheckFailed(f"_sample for logits log([0.1, 0.2, 0.3, 0.4]) + 800: drawn with frequencies {large}, "
                           f"expected about [0.1, 0.2, 0.3, 0.4] (a stable softmax: subtract the row's maximum)")
-    raised = [error["raised"] for error in output["errors"]]
-    if raised != ["ValueError", "ValueError"]:
-        raise CheckFailed(f"_sample: temperature=-1 and top_k=0 must raise ValueError, got {raised}")
-    for error, name in zip(output["errors"], ("temperature", "top_k")):
-        if name not in error["message"]:
-            raise CheckFailed(f"_sample: the ValueError for a wrong {name} must name {name}, got: {error['message']}")
+    for error, name, call in zip(output["errors"], ("temperature", "top_k"), ("temperature=-1", "top_k=0")):
+        expect_error(f"_sample with {call}", error, "ValueError", names=[name])
 
 
 @check(task="13.8", points=1, guard=True, inputs=_sample_case(), examples=10,
@@ -712,32 +635,15 @@ def _(case, output):
        + ", then generator.random(8): against np.random.default_rng(seed).random(8)")
 def greedy_sample_draws_nothing(tt, case):
     generator = np.random.default_rng(case["seed"])
-    _transformer(tt)._sample(case["logits"], 0, case["top_k"], generator)
+    module(tt, "transformer")._sample(case["logits"], 0, case["top_k"], generator)
     return {"drawn after it": generator.random(8), "drawn without it": np.random.default_rng(case["seed"]).random(8)}
 
 
 @greedy_sample_draws_nothing.verdict
 def _(case, output):
-    _expect_no_draws(f"_sample(logits, temperature=0, top_k={case['top_k']}, generator) for logits of shape "
+    expect_no_draws(f"_sample(logits, temperature=0, top_k={case['top_k']}, generator) for logits of shape "
                      f"{case['logits'].shape}", output, "temperature=0 is greedy, the argmax of each row: return it "
                                                         "before drawing u, so the generator is left as it was")
-
-
-@check(task="13.8", points=1, guard=True, inputs=_sample_case(), examples=10,
-       describe=lambda case: _sample_words(case) + " for float64 logits: the logits afterwards")
-def sample_leaves_the_logits_unchanged(tt, case):
-    logits = case["logits"].astype(np.float64)
-    _transformer(tt)._sample(logits, case["temperature"], case["top_k"], np.random.default_rng(case["seed"]))
-    return logits
-
-
-@sample_leaves_the_logits_unchanged.verdict
-def _(case, output):
-    if not np.array_equal(output, case["logits"].astype(np.float64)):
-        sentence = (f"{_sample_words(case)} for float64 logits changed the logits: np.asarray(logits, "
-                    f"dtype=np.float64) is the caller's own array when it is float64 already, so scale and mask "
-                    f"into new arrays (logits / temperature, np.where(...)), never in place")
-        raise CheckFailed(sentence, sentence)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -781,12 +687,7 @@ def _(case, output):
     for name, value in output.items():
         value = np.asarray(value, np.float64)
         what = f"GPT(50, 64, 3, 2, 32): {name}"
-        if name.endswith("c_proj.weight"):
-            want = 0.02 / math.sqrt(6)
-        elif value.ndim == 2:
-            want = 0.02
-        else:
-            want = None
+        want = 0.02 / math.sqrt(6) if name.endswith("c_proj.weight") else 0.02 if value.ndim == 2 else None
         if want is not None:
             if not (abs(value.std() / want - 1) < 0.15 and abs(value.mean()) < 0.3 * want):
                 raise CheckFailed(f"{what}: expected N(0, {want:.4f}²), got mean {value.mean():.4g}, std "
@@ -846,14 +747,17 @@ def _gpt_words(case):
 
 
 @check(task="13.10", points=1, inputs=_gpt_case(), examples=15, dtype=True, rtol=1e-4, atol=1e-4,
-       describe=lambda case: _gpt_words(case) + ": the logits")
+       describe=lambda case: _gpt_words(case) + ": the logits; and on idx longer than block_size (the error)")
 def gpt_logits_match_numpy(tt, case):
-    return _gpt(tt, case)(case["idx"]).numpy()
+    model, long = _gpt(tt, case), np.zeros((1, case["config"]["block"] + 1), np.int64)
+    return {"logits": model(case["idx"]).numpy(), "idx longer than block_size": capture_error(lambda: model(long))[
+        "raised"]}
 
 
 @gpt_logits_match_numpy.expected
 def _(case):
-    return _np_gpt(case["params"], case["config"], case["idx"]).astype(np.float32)
+    return {"logits": _np_gpt(case["params"], case["config"], case["idx"]).astype(np.float32),
+            "idx longer than block_size": "ValueError"}
 
 
 @check(task="13.10", points=1, inputs=_gpt_case(), examples=10, rtol=1e-4, atol=1e-4,
@@ -872,45 +776,6 @@ def _(case):
     return {"logits": logits, "loss": np.asarray(-log_probs[np.arange(len(targets)), targets].mean())}
 
 
-@check(task="13.10", points=1, inputs=_gpt_case(), examples=10,
-       describe=lambda case: _gpt_words(case) + f", then with the tokens after position {case['t']} changed: the "
-                             f"logits up to position {case['t']}; then idx longer than block_size (the error)")
-def gpt_is_causal_and_refuses_long_inputs(tt, case):
-    model, t = _gpt(tt, case), case["t"]
-    changed = case["idx"].copy()
-    changed[:, t + 1:] = case["later"]
-    long = np.zeros((1, case["config"]["block"] + 1), np.int64)
-    return {"before": model(case["idx"]).numpy()[:, :t + 1], "after": model(changed).numpy()[:, :t + 1],
-            "error": capture_error(lambda: model(long))["raised"]}
-
-
-@gpt_is_causal_and_refuses_long_inputs.verdict
-def _(case, output):
-    what, t = _gpt_words(case), case["t"]
-    right = _np_gpt(case["params"], case["config"], case["idx"])[:, :t + 1]
-    if np.shape(output["before"]) != right.shape or not np.allclose(output["before"], right, rtol=1e-4, atol=1e-4):
-        raise CheckFailed(f"{what}: the logits up to position {t} are not the GPT's")
-    if not np.allclose(output["after"], output["before"], rtol=1e-5, atol=1e-5):
-        raise CheckFailed(f"{what}: the logits up to position {t} changed when only the tokens after {t} changed")
-    if output["error"] != "ValueError":
-        raise CheckFailed(f"{what}: idx longer than block_size must raise ValueError, got {output['error']}")
-
-
-@check(task="13.10", points=1, guard=True, inputs=_gpt_case(), examples=5,
-       describe=lambda case: "tt.manual_seed(1), " + _gpt_words(case) + " (dropout=0.0, training mode) with targets, "
-                             "tt.randn(8): against tt.randn(8) right after tt.manual_seed(1)")
-def gpt_forward_without_dropout_draws_no_random_numbers(tt, case):
-    model = _gpt(tt, case).train()
-    return _draws_around(tt, lambda: model(case["idx"], case["targets"]), 1)
-
-
-@gpt_forward_without_dropout_draws_no_random_numbers.verdict
-def _(case, output):
-    _expect_no_draws(_gpt_words(case) + " with dropout=0.0 in training mode", output,
-                     "a Dropout of p = 0 must return its input and draw nothing (task 04.10); when 13.4's "
-                     "mlp_without_dropout_draws_no_random_numbers fails too, the draws are Dropout's or MLP's")
-
-
 # ---------------------------------------------------------------------------------------------------
 # 13.11 generate
 
@@ -921,17 +786,32 @@ def _generate_words(case, options):
 
 
 @check(task="13.11", points=1, inputs=_gpt_case(steps=True), examples=10,
-       describe=lambda case: _generate_words(case, "temperature=0") + ", with and without the cache: the tokens")
+       describe=lambda case: _generate_words(case, "temperature=0") + ", with and without the cache: the tokens, and "
+                                                                      "the length of the idx each forward call got")
 def generate_greedy_matches_numpy(tt, case):
-    model = _gpt(tt, case)
-    return {"cached": model.generate(case["idx"], case["steps"], temperature=0).numpy(),
-            "uncached": model.generate(case["idx"], case["steps"], temperature=0, use_cache=False).numpy()}
+    model, found = _gpt(tt, case), {}
+    calls = _lengths_fed(model)
+    for name, use_cache in (("cached", True), ("uncached", False)):
+        calls.clear()
+        found[name] = model.generate(case["idx"], case["steps"], temperature=0, use_cache=use_cache).numpy()
+        found[f"{name}: lengths fed"] = list(calls)
+    return found
 
 
-@generate_greedy_matches_numpy.expected
-def _(case):
-    tokens = _np_generate(case["params"], case["config"], case["idx"], case["steps"], 0, None, 0)
-    return {"cached": tokens, "uncached": tokens}
+@generate_greedy_matches_numpy.verdict
+def _(case, output):
+    what, tokens = _generate_words(case, "temperature=0"), _np_generate(case["params"], case["config"], case["idx"],
+                                                                       case["steps"], 0, None, 0)
+    assert_close({"cached": output["cached"], "uncached": output["uncached"]}, {"cached": tokens, "uncached": tokens},
+                 what=what)
+    fed, steps, T = output["cached: lengths fed"], case["steps"], case["idx"].shape[1]
+    if len(fed) != steps or len(output["uncached: lengths fed"]) != steps:
+        raise CheckFailed(f"{what}: expected one forward call per new token, {steps}, got {len(fed)} with the cache "
+                          f"and {len(output['uncached: lengths fed'])} without")
+    if steps >= 2 and T < case["config"]["block"] and fed[1] != 1:
+        sentence = (f"{what}, use_cache=True: the second step fed {fed[1]} tokens to the model; the cache holds the "
+                    f"earlier ones, so feed only the newest token, idx[:, -1:], with caches=")
+        raise CheckFailed(sentence, sentence)
 
 
 @check(task="13.11", points=1, guard=True, inputs=_gpt_case(steps=True), examples=5,
@@ -946,7 +826,7 @@ def greedy_generate_draws_nothing(tt, case):
         model.generate(case["idx"], case["steps"], temperature=0, use_cache=use_cache, generator=generator)
         found[f"use_cache={use_cache}"] = {"drawn after it": generator.random(8),
                                            "drawn without it": np.random.default_rng(case["seed"]).random(8)}
-        found[f"use_cache={use_cache}, default generator"] = _draws_around(
+        found[f"use_cache={use_cache}, default generator"] = draws_around(
             tt, lambda use_cache=use_cache: model.generate(case["idx"], case["steps"], temperature=0,
                                                            use_cache=use_cache), 1)
     return found
@@ -955,7 +835,7 @@ def greedy_generate_draws_nothing(tt, case):
 @greedy_generate_draws_nothing.verdict
 def _(case, output):
     for name, draws in output.items():
-        _expect_no_draws(_generate_words(case, "temperature=0") + f" ({name})", draws,
+        expect_no_draws(_generate_words(case, "temperature=0") + f" ({name})", draws,
                          "temperature=0 is greedy and draws nothing (the argmax of the last logits); in evaluation "
                          "mode no Dropout draws either")
 
@@ -1001,19 +881,121 @@ def generate_uses_the_default_generator_and_restores_the_mode(tt, case):
 
 @generate_uses_the_default_generator_and_restores_the_mode.verdict
 def _(case, output):
-    what = _generate_words(case, "")
-    first = np.asarray(output["first"])
-    B, T = case["idx"].shape
-    if first.shape != (B, T + case["steps"]) or not np.array_equal(first[:, :T], case["idx"]):
-        raise CheckFailed(f"{what}: expected the prompt followed by {case['steps']} tokens, shape "
-                          f"{(B, T + case['steps'])}, got shape {first.shape}")
+    what, (B, T), first = _generate_words(case, ""), case["idx"].shape, np.asarray(output["first"])
+    if first.shape != (B, T + case["steps"]) or not np.array_equal(first[:, :T], case["idx"]) or output["dtype"] != \
+            "int64" or first.min() < 0 or first.max() >= case["config"]["V"]:
+        raise CheckFailed(f"{what}: expected the prompt followed by {case['steps']} int64 token ids below vocab_size, "
+                          f"shape {(B, T + case['steps'])}, got shape {first.shape} and dtype {output['dtype']}")
     if not np.array_equal(first, output["second"]):
         raise CheckFailed(f"{what}: the same manual_seed must give the same tokens (draw from default_generator)")
-    if output["dtype"] != "int64" or first.min() < 0 or first.max() >= case["config"]["V"]:
-        raise CheckFailed(f"{what}: expected int64 token ids below vocab_size, got {output['dtype']}")
     if not np.array_equal(output["greedy with dropout"], _np_generate(case["params"], case["config"], case["idx"],
                                                                       case["steps"], 0, None, 0)):
         raise CheckFailed(f"{what}: a GPT with dropout=0.5 in training mode generated other tokens than its greedy "
                           f"choice without dropout: generate must run in evaluation mode")
     if output["training"] is not True:
         raise CheckFailed(f"{what}: generate must restore the training mode it found")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Family: what a function only reads, it leaves as it found it (guards: a function that does nothing passes)
+
+READ_ONLY = {"_LayerNorm.backward": ("13.2", 1, _ln_case(np.float64, gradient=True)),
+             "_sample": ("13.8", 1, _sample_case())}
+
+
+def _read_only_words(case):
+    if "g" in case:
+        return "g = Tensor(upstream), _LayerNorm.apply(x, ...).backward(g), the operands leaves, for " + _ln_words(case)
+    return _sample_words(case) + " for float64 logits"
+
+
+@check(guard=True, examples=10, variants={v: (task, points, cases.map(lambda case, v=v: {**case, "function": v}))
+                                          for v, (task, points, cases) in READ_ONLY.items()},
+       describe=lambda case: _read_only_words(case) + ": what it was given, afterwards")
+def functions_leave_what_they_read_unchanged(tt, case):
+    if case["function"] == "_sample":
+        logits = case["logits"].astype(np.float64)
+        generator = np.random.default_rng(case["seed"])
+        module(tt, "transformer")._sample(logits, case["temperature"], case["top_k"], generator)
+        return {"the logits": held(tt, logits)}
+    g = tt.Tensor(case["g"].copy())
+    leaves = [tt.Tensor(a, requires_grad=True) for a in _ln_inputs(case)]
+    _ln_apply(tt, case, *(leaves + [None, None])[:3]).backward(g)
+    return {"g": held(tt, g)}
+
+
+_READ_ONLY_ADVICE = {
+    "_sample": "np.asarray(logits, dtype=np.float64) is the caller's own array when it is float64 already, so scale "
+               "and mask into new arrays (logits / temperature, np.where(...)), never in place",
+    "_LayerNorm.backward": "the upstream gradient belongs to the caller (another branch of the graph may read it "
+                           "too); read it only, and work in place on a new array (ĝ − mean(ĝ))"}
+
+
+@functions_leave_what_they_read_unchanged.verdict
+def _(case, output):
+    given = {"the logits": case["logits"].astype(np.float64)} if case["function"] == "_sample" else {"g": case["g"]}
+    expect_unchanged(_read_only_words(case), given, output, _READ_ONLY_ADVICE[case["function"]])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Family: causality, in the attention (13.5), the block (13.6) and the GPT (13.10): outputs up to position t
+# are right and stay the same when only the inputs after t change
+
+CAUSAL = {"CausalSelfAttention": ("13.5", 1, _attention_case()), "TransformerBlock": ("13.6", 1, _attention_case(
+    _block_shapes)), "GPT": ("13.10", 1, _gpt_case())}
+
+
+def _causal_words(case):
+    return _gpt_words(case) if case["kind"] == "GPT" else _attention_words(case, f"models.{case['kind']}")
+
+
+@check(variants={v: (task, points, cases.map(lambda case, v=v: {**case, "kind": v}))
+                 for v, (task, points, cases) in CAUSAL.items()}, examples=10,
+       describe=lambda case: f"{_causal_words(case)}, then again with the inputs after position {case['t']} "
+                             f"changed: the outputs up to position {case['t']}")
+def later_inputs_leave_earlier_outputs_alone(tt, case):
+    if case["kind"] == "GPT":
+        return _causal(_gpt(tt, case), case["idx"], case["later"], case["t"])
+    model = (_attention_module if case["kind"] == "CausalSelfAttention" else _block_module)(tt, case)
+    return _causal(lambda x: model(tt.Tensor(x)), case["x"], case["later"], case["t"])
+
+
+@later_inputs_leave_earlier_outputs_alone.verdict
+def _(case, output):
+    if case["kind"] == "GPT":
+        right = _np_gpt(case["params"], case["config"], case["idx"])
+    else:
+        right = (_np_attention if case["kind"] == "CausalSelfAttention" else _np_block)(
+            case["params"], "", np.asarray(case["x"], np.float64), case["C"], case["H"])
+    expect_causal(_causal_words(case), output, right[:, :case["t"] + 1], case["t"])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Family: a Dropout of p = 0 is called and draws nothing, in the MLP (13.4) and the GPT's forward (13.10)
+# (guards: code that does nothing draws nothing)
+
+QUIET = {"MLP": ("13.4", 1, _mlp_case()), "GPT": ("13.10", 1, _gpt_case())}
+
+
+def _quiet_words(case):
+    if case["kind"] == "MLP":
+        return f"models.MLP({case['C']}) (dropout=0.0, training mode) on x of shape {case['x'].shape}"
+    return _gpt_words(case) + " (dropout=0.0, training mode) with targets"
+
+
+@check(guard=True, examples=5, variants={v: (task, points, cases.map(lambda case, v=v: {**case, "kind": v}))
+                                         for v, (task, points, cases) in QUIET.items()},
+       describe=lambda case: f"tt.manual_seed(1), {_quiet_words(case)}, tt.randn(8): against tt.randn(8) right after "
+                             f"tt.manual_seed(1)")
+def without_dropout_draws_no_random_numbers(tt, case):
+    if case["kind"] == "MLP":
+        mlp = _load(tt.models.MLP(case["C"]), case["params"]).train()
+        return draws_around(tt, lambda: mlp(tt.Tensor(case["x"])))
+    model = _gpt(tt, case).train()
+    return draws_around(tt, lambda: model(case["idx"], case["targets"]))
+
+
+without_dropout_draws_no_random_numbers.verdict(lambda case, output: expect_no_draws(
+    _quiet_words(case), output, "a Dropout of p = 0 must return its input and draw nothing (task 04.10: return x "
+    "when p is 0)" + ("; when the MLP's check fails too, the draws are Dropout's or MLP's" if case["kind"] == "GPT"
+                      else "")))
