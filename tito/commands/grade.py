@@ -135,6 +135,10 @@ def _grade(where: Path, *, stages: list[str] | None, isolated: bool, jobs: int, 
         for slot in range(jobs):
             slots.put(slot)
         grader = grading.Grader(root, isolation, limits, scratch, slots)
+        # what the threads would import or read first, here before they start: a first import compiles its
+        # source, and CPython 3.11's parser fails when two threads parse at once
+        engine.shipped_checklib()
+        grading.redact(root, "x" * grading.MIN_SECRET)
         finished, stopped = _run(grader, todo, work, found, jobs, journal, out, coordinator)
     finally:
         if coordinator is not None:
