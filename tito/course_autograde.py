@@ -623,8 +623,12 @@ def autograde(stage: Stage, course: Path, *, jobs: int, scheduler: str | None, s
     """Autograde the submissions of `stage` in `course` (a TinyTorch course) that are new or changed (all with
     `force`), -j `jobs` at once here or on the Dask cluster at `scheduler`. Exit status 0 when every one was
     autograded, 1 when one failed, 128 + the signal's number when interrupted."""
+    from sqlalchemy.exc import SAWarning
+
     from tito import grading
 
+    # SQLAlchemy warns about the sessions nbgrader's API keeps; printed, a warning's source line read as a failure
+    warnings.filterwarnings("ignore", category=SAWarning)
     assignment, gradebook = stage.name, course / "gradebook.db"
     autograded = _autograded(gradebook, assignment)
     submitted = _submitted(course, assignment, students)
