@@ -23,14 +23,7 @@ def code_lines(path: Path) -> int:
                if line.strip() and not line.strip().startswith("#"))
 
 
-# 09's rewrite into the table form was taken back (it failed in the nbgrader course); until it lands again, 09
-# is the one suite over the bound
-NOT_YET = {"09_spatial"}
-
-
-@pytest.mark.parametrize("stage", [pytest.param(s, marks=pytest.mark.xfail(
-    reason="09's table-form rewrite is not landed yet", strict=False)) if s.name in NOT_YET else s for s in STAGES],
-    ids=lambda s: s.name)
+@pytest.mark.parametrize("stage", STAGES, ids=lambda s: s.name)
 def test_a_suite_spends_at_most_twenty_lines_per_graded_check(stage):
     checks, lines = load_checks(stage), code_lines(stage.suite)
     assert lines <= MAX_LINES_PER_CHECK * len(checks), (
