@@ -217,8 +217,10 @@ LOST_AFTER = 20.0  # seconds without a scheduler before the run stops
 class Coordinator:
     """Sends each job's box to the cluster and waits for what it did; the grade is judged by the caller."""
 
-    def __init__(self, connected: Any, address: str) -> None:
+    def __init__(self, connected: Any, address: str, *, examples: int | None, isolation: str, limits: Any) -> None:
         self.client, self.address = connected, address
+        self.examples, self.isolation, self.limits = examples, isolation, limits  # every job's, as the plans'
+        self.scattered: dict[str, Any] = {}  # plan fingerprint -> the future of its cases
         self.futures: set[Any] = set()
         self.lock = threading.Lock()
         self.stopped = threading.Event()
@@ -251,10 +253,6 @@ class Coordinator:
         """A student's GPT trained on a worker: the box's Evidence (tito.leaderboard), judged by the caller."""
         return self._wait(self.client.submit(run_gpt, files, steps, seed, self.limits, self.isolation, label,
                                              key=job_key(f"gpt/{label}")))
-
-    def configure(self, *, examples: int | None, isolation: str, limits: Any) -> None:
-        self.examples, self.isolation, self.limits = examples, isolation, limits
-        self.scattered: dict[str, Any] = {}
 
     def _cases(self, plan: Any) -> Any:
         """The plan's cases for the workers, sent once (a Dask future each job depends on)."""

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tito import engine, grading, sandbox
+from tito import engine, grading
 from tito.errors import TitoError
 
 JOURNAL = "results.jsonl"
@@ -175,12 +175,6 @@ class Progress:
                 self.retried += 1
             self.running.add(label)
 
-    def ended(self, label: str, failed: bool) -> None:
-        with self.lock:
-            self.running.discard(label)
-            self.done += 1
-            self.failed += failed
-
     def words(self) -> str:
         return (f"done {self.done}/{self.total}, running {len(self.running)}, retried {self.retried}, "
                 f"failed {self.failed}")
@@ -247,15 +241,7 @@ def run_all(jobs: list[Any], run_one: Callable[[Any, Progress], Any], *, threads
             signal.signal(signal.SIGTERM, previous)
 
 
-def phases(job: Job, picked: float, built: float, ran: float, judged: float) -> dict[str, float]:
-    return {"queued": round(picked - job.queued, 4), "built": round(built - picked, 4),
-            "run": round(ran - built, 4), "judged": round(judged - ran, 4)}
-
-
 def interrupted(out: Path, finished: int, left: int) -> TitoError:
     return TitoError(f"interrupted: the {finished} grades finished are in {out} (grades.csv, results.json, "
                      f"feedback/); run the same command again to grade the {left} left", code=130)
 
-
-def kill_boxes() -> None:
-    sandbox.kill_all()

@@ -114,8 +114,8 @@ def _grade(where: Path, *, stages: list[str] | None, isolated: bool, jobs: int, 
         if scheduler:
             from tito import cluster
 
-            coordinator = cluster.Coordinator(cluster.client(scheduler), scheduler)
-            coordinator.configure(examples=examples, isolation=isolation, limits=limits)
+            coordinator = cluster.Coordinator(cluster.client(scheduler), scheduler, examples=examples,
+                                              isolation=isolation, limits=limits)
         if milestone:
             return _leaderboard(root, found, key, out, jobs, limits, isolation, steps, scratch, coordinator, plans)
         console.info(f"seeds: {', '.join(f'{n} {p.seed}' for n, p in plans.items())} (course key from {key_source})")
@@ -241,28 +241,12 @@ def _leaderboard(root: Path, found: dict, key: str, out: Path, jobs: int, limits
     if coordinator is not None:
         coordinator.watch(progress)
     stopped: TitoError | None = None
-    threads = jobs if coordinator is None else max(4, 2 * _cluster_threads(coordinator))
-    from rich.progress import Progress, TextColumn
-
-    with Progress(TextColumn("training"), *Progress.get_default_columns()[1:], TextColumn("{task.description}"),
-                  console=console.err, transient=True) as bar:
-        task = bar.add_task("", total=len(found))
-
-        def show(words: str) -> None:
-            bar.update(task, completed=progress.done, description=words)
-
-        def stop() -> None:
-            if coordinator is not None:
-                coordinator.stop()
-            jobs_.kill_boxes()
-
-        try:
-            if not jobs_.run_all(sorted(found), run_one, threads=threads, record=record, progress=progress,
-                                 stop=stop, show=show, fatal=(_lost(),) if coordinator else (), fault=fault):
-                stopped = jobs_.interrupted(out, len(entries), len(found) - len(entries))
-        except Exception as error:  # the scheduler lost
-            stopped = TitoError(f"the Dask scheduler went away ({type(error).__name__}): the {len(entries)} runs "
-                                f"finished are in {out / 'leaderboard.csv'}; run the same command again", code=1)
+    try:
+        if not _run_shown("training", sorted(found), run_one, record, progress, coordinator, jobs, fault=fault):
+            stopped = jobs_.interrupted(out, len(entries), len(found) - len(entries))
+    except _lost():
+        stopped = TitoError(f"the Dask scheduler at {coordinator.address} went away: the {len(entries)} runs "
+                            f"finished are in {out / 'leaderboard.csv'}; run the same command again", code=1)
     ranked = leaderboard.rank(list(entries.values()))
     leaderboard.write_leaderboard(out, ranked)
     journal = jobs_.Journal(out)
@@ -328,8 +312,6 @@ def _run(grader: grading.Grader, todo: list[jobs_.Job], work: list[jobs_.Job], f
          journal: jobs_.Journal, out: Path, coordinator: Any) -> tuple[int, TitoError | None]:
     """Grade `todo`, recording each grade as it ends. Returns (how many finished, the error that stopped the run
     or None)."""
-    from rich.progress import Progress, TextColumn
-    from threadpoolctl import threadpool_limits
 
     progress = jobs_.Progress(len(todo))
     feedback = out / "feedback"
@@ -374,13 +356,35 @@ def _run(grader: grading.Grader, todo: list[jobs_.Job], work: list[jobs_.Job], f
     for job in work:
         work_of.setdefault(job.student, []).append(job)
     stopped: TitoError | None = None
+    try:
+        completed = _run_shown("grading", todo, run_one, record, progress, coordinator, jobs)
+    except _lost():
+        stopped = TitoError(f"the Dask scheduler at {coordinator.address} went away: the {finished} "
+                            f"grades finished are in {out}; start the scheduler again and run the same command "
+                            f"to grade the {len(todo) - finished} left", code=1)
+        completed = True
+    table.close()
+    if not completed:
+        stopped = jobs_.interrupted(out, finished, len(todo) - finished)
+    elif todo:
+        console.info(f"{len(todo)} jobs: {progress.words()}")
+    return finished, stopped
+
+
+def _run_shown(what: str, items: list, run_one: Any, record: Any, progress: jobs_.Progress, coordinator: Any,
+               jobs: int, fault: Any = None) -> bool:
+    """`jobs_.run_all` of `items` under a progress bar: -j threads here, or enough to keep a cluster's workers
+    busy. False when interrupted; a lost scheduler is raised (cluster.SchedulerLost) once every box is stopped."""
+    from rich.progress import Progress, TextColumn
+    from threadpoolctl import threadpool_limits
+
     threads = jobs if coordinator is None else max(4, 2 * _cluster_threads(coordinator))
     # the judges run in this process's threads, side by side: numpy's BLAS on one thread each (OpenBLAS
     # called from several threads at once, each wanting all cores, can spin for minutes)
-    with threadpool_limits(limits=1), Progress(TextColumn("grading"), *Progress.get_default_columns()[1:],
+    with threadpool_limits(limits=1), Progress(TextColumn(what), *Progress.get_default_columns()[1:],
                                                TextColumn("{task.description}"), console=console.err,
                                                transient=True) as bar:
-        task = bar.add_task("", total=len(todo))
+        task = bar.add_task("", total=len(items))
 
         def show(words: str) -> None:
             bar.update(task, completed=progress.done, description=words)
@@ -388,22 +392,10 @@ def _run(grader: grading.Grader, todo: list[jobs_.Job], work: list[jobs_.Job], f
         def stop() -> None:
             if coordinator is not None:
                 coordinator.stop()
-            jobs_.kill_boxes()
+            sandbox.kill_all()
 
-        try:
-            completed = jobs_.run_all(todo, run_one, threads=threads, record=record, progress=progress, stop=stop,
-                                      show=show, fatal=(_lost(),))
-        except _lost():
-            stopped = TitoError(f"the Dask scheduler at {coordinator.address} went away: the {finished} "
-                                f"grades finished are in {out}; start the scheduler again and run the same command "
-                                f"to grade the {len(todo) - finished} left", code=1)
-            completed = True
-        table.close()
-    if not completed:
-        stopped = jobs_.interrupted(out, finished, len(todo) - finished)
-    elif todo:
-        console.info(f"{len(todo)} jobs: {progress.words()}")
-    return finished, stopped
+        return jobs_.run_all(items, run_one, threads=threads, record=record, progress=progress, stop=stop,
+                             show=show, fatal=(_lost(),), fault=fault)
 
 
 def _lost() -> type[Exception]:
