@@ -334,7 +334,7 @@ class _Conversation:
         if first != {"importing": True}:
             return None, why or "did not start"
         cpu_limit = self.box.cpu() + IMPORT_CPU_SECONDS + sandbox.CPU_GRACE
-        import_deadline = min(deadline, time.monotonic() + 3 * IMPORT_CPU_SECONDS)
+        import_deadline = min(deadline, time.monotonic() + 3 * IMPORT_CPU_SECONDS + sandbox.WALL_GRACE)
         while True:  # records of any other form are what the package wrote on the pipe: skipped
             second, why, _ = self._record(import_deadline, cpu_limit)
             if second is None or second == {"imported": True} or set(second) & IMPORT_ENDINGS:
@@ -355,7 +355,7 @@ class _Conversation:
             _, why = self.box.receive(min(deadline, time.monotonic() + 1.0))
             return None, why or "ended", 0.0, b""
         while True:
-            record, why, line = self._record(deadline, cpu_limit)
+            record, why, line = self._record(deadline + sandbox.WALL_GRACE, cpu_limit)
             if record is None:
                 return None, why, time.monotonic() - started, b""
             if record.get("n") != self.number:

@@ -313,6 +313,9 @@ ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp", "PYTHONHASHSE
 
 MAX_LINE_BYTES = 8 << 20  # one reply of the runner: the largest honest one is 2.6 MiB (04)
 CPU_GRACE = 2.0  # seconds of CPU past a budget before the parent stops the box (the runner's own timer is first)
+# Seconds on the parent's clock past the runner's own wall timer before the parent stops the box: the runner's
+# report (with where the code was) then arrives on a loaded machine too, so the words do not depend on load.
+WALL_GRACE = 5.0
 
 
 def box_view(path: Path, slot: int) -> None:
