@@ -55,6 +55,15 @@ def test_mutations_of_a_cell_stay_inside_its_solution_region():
         _assert_one_point_inside(mutation, CELL)
 
 
+def test_an_unknown_reshape_size_is_not_mutated_to_another_negative():
+    """numpy takes any negative size of a reshape as the unknown one: -1 -> -2 there is the same program."""
+    cell = ("#| export\ndef g(x, n):\n    ### BEGIN SOLUTION 09.2 g\n"
+            "    y = x.reshape(n, -1).view(-1)\n    return y[-1] - 1\n    ### END SOLUTION\n")
+    after = {m.after for m in mutants.cell_mutations(cell)}
+    assert not {"y = x.reshape(n, -2).view(-1)", "y = x.reshape(n, -1).view(-2)"} & after
+    assert {"return y[0] - 1", "return y[-2] - 1"} <= after  # other negative constants still are
+
+
 @pytest.mark.parametrize("number", stage_numbers())
 def test_every_stage_mutation_is_one_point_inside_a_region(shared_course, number):
     stage = find_stage(shared_course, number)

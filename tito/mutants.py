@@ -232,7 +232,23 @@ def _deletable(node: ast.stmt) -> bool:
     return isinstance(node, ast.Assign) and any(isinstance(t, (ast.Attribute, ast.Subscript)) for t in node.targets)
 
 
+def _unknown_sizes(tree: ast.AST) -> set[int]:
+    """The constants of the -1 sizes given to a reshape or view: numpy takes any negative size there as the
+    unknown one, so -1 -> -2 is the same program (an equivalent mutant by construction, never sampled)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)) and \
+                (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) in ("reshape", "view"):
+            sizes = [*node.args, *(keyword.value for keyword in node.keywords if keyword.arg in ("shape", "newshape"))]
+            for size in [*sizes, *(item for size in sizes if isinstance(size, ast.Tuple) for item in size.elts)]:
+                if isinstance(size, ast.UnaryOp) and isinstance(size.op, ast.USub) and \
+                        isinstance(size.operand, ast.Constant) and size.operand.value == 1:
+                    found.add(id(size.operand))
+    return found
+
+
 def _edits(tree: ast.AST, cell: _Cell) -> Iterator[Edit]:
+    unknown_sizes = _unknown_sizes(tree)
     for node, parent in _nodes(tree):
         if isinstance(node, ast.BinOp):
             yield from _binop(node, cell)
@@ -244,7 +260,7 @@ def _edits(tree: ast.AST, cell: _Cell) -> Iterator[Edit]:
             yield from _boolop(node, cell)
         elif isinstance(node, ast.UnaryOp):
             yield from _unary(node, cell)
-        elif isinstance(node, ast.Constant):
+        elif isinstance(node, ast.Constant) and id(node) not in unknown_sizes:
             yield from _constant(node, parent, cell)
         elif isinstance(node, ast.keyword):
             yield from _keyword(node, cell)
