@@ -44,8 +44,8 @@ def client(address: str, *, timeout: float = 10.0) -> Any:
         connected = distributed.Client(address, timeout=timeout, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as error:
         raise TitoError(f"no Dask scheduler answered at {address} within {timeout:g} s ({_words(error)}): start one "
-                        "with `dask scheduler` and workers with `dask worker ADDRESS` (README, \"Grading a large "
-                        "course\"), or grade on this machine without --scheduler") from None
+                        "with `dask scheduler` and workers with `dask worker ADDRESS` (docs/instructors.md, \"Grading a"
+                        " large course\"), or grade on this machine without --scheduler") from None
     if not connected.scheduler_info().get("workers"):
         _wait_for_workers(connected, address, timeout)
     return connected
