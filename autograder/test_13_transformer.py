@@ -469,12 +469,13 @@ def _attention_words(case, what="models.CausalSelfAttention"):
 
 @check(task="13.5", points=2, inputs=_attention_case(), examples=20, rtol=1e-4, atol=1e-4,
        describe=lambda case: _attention_words(case) + ": the output, and q, k, v from _qkv(x); and "
-                                                      "CausalSelfAttention(6, 4) (the error)")
+                                                      "CausalSelfAttention(6, 4) and (8, 0) (the errors)")
 def causal_attention_matches_numpy(tt, case):
     module = _attention_module(tt, case)
     q, k, v = module._qkv(tt.Tensor(case["x"]))
     return {"out": module(tt.Tensor(case["x"])).numpy(), "q": q.numpy(), "k": k.numpy(), "v": v.numpy(),
-            "CausalSelfAttention(6, 4)": capture_error(lambda: tt.models.CausalSelfAttention(6, 4))["raised"]}
+            "CausalSelfAttention(6, 4)": capture_error(lambda: tt.models.CausalSelfAttention(6, 4))["raised"],
+            "CausalSelfAttention(8, 0)": capture_error(lambda: tt.models.CausalSelfAttention(8, 0))["raised"]}
 
 
 @causal_attention_matches_numpy.expected
@@ -485,7 +486,7 @@ def _(case):
     B, T = x.shape[:2]
     split = qkv.reshape(B, T, 3, H, C // H).transpose(2, 0, 3, 1, 4)
     return {"out": _np_attention(case["params"], "", x, C, H), "q": split[0], "k": split[1], "v": split[2],
-            "CausalSelfAttention(6, 4)": "ValueError"}
+            "CausalSelfAttention(6, 4)": "ValueError", "CausalSelfAttention(8, 0)": "ValueError"}
 
 
 # ---------------------------------------------------------------------------------------------------

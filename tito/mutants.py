@@ -240,7 +240,7 @@ def _unknown_sizes(tree: ast.AST) -> set[int]:
         if isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)) and \
                 (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) in ("reshape", "view"):
             sizes = [*node.args, *(keyword.value for keyword in node.keywords if keyword.arg in ("shape", "newshape"))]
-            for size in [*sizes, *(item for size in sizes if isinstance(size, ast.Tuple) for item in size.elts)]:
+            for size in [*sizes, *(item for each in sizes if isinstance(each, ast.Tuple) for item in each.elts)]:
                 if isinstance(size, ast.UnaryOp) and isinstance(size.op, ast.USub) and \
                         isinstance(size.operand, ast.Constant) and size.operand.value == 1:
                     found.add(id(size.operand))
@@ -356,6 +356,7 @@ class MutantResult:
     killed: bool
     caught_by: list[str]  # the checks that failed
     seconds: float
+    failures: list[engine.CheckResult] = field(default_factory=list)  # those checks' results, with their words
 
 
 @dataclass
@@ -423,8 +424,9 @@ def run_mutants(root: Path, stage: Stage, mutations: list[Mutation], *, workers:
         started = time.monotonic()
         source = notebook.cells[mutation.cell].source
         result = grade(_with_cell(notebook, mutation.cell, mutation.apply(source)))
-        failed = [test.id for test in result.tests if not test.passed]
-        return MutantResult(mutation, result.score < result.max_score, failed, time.monotonic() - started)
+        failed = [test for test in result.tests if not test.passed]
+        return MutantResult(mutation, result.score < result.max_score, [test.id for test in failed],
+                            time.monotonic() - started, failed)
 
     baseline = grade(notebook)  # also computes every expected value once, before the threads share the plan
     if baseline.score < baseline.max_score:

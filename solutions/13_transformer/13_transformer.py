@@ -376,8 +376,8 @@ assert np.allclose(mlp(x).data, hidden @ mlp.c_proj.weight.data.T + mlp.c_proj.b
 #
 # - `c_attn = Linear(n_embd, 3·n_embd)`: q, k and v of every position in one product, side by side in
 #   the last axis; `c_proj = Linear(n_embd, n_embd)`, the output projection; `resid_dropout =
-#   Dropout(dropout)`; and `n_head`, `n_embd` (an `n_embd` that
-#   `n_head` does not divide is a `ValueError` naming both);
+#   Dropout(dropout)`; and `n_head`, `n_embd` (an `n_head` below 1, or one that does not divide
+#   `n_embd`, is a `ValueError` naming both);
 # - `_qkv(x)`: `(B, T, C)` → q, k, v, each `(B, H, T, D)` with D = C / H, all views of the projection:
 #   reshape `(B, T, 3C)` to `(B, T, 3, H, D)`, permute to `(3, B, H, T, D)` (a view) and index `[0]`,
 #   `[1]`, `[2]` (views again; autograd adds each gradient into its third of the projection's);
