@@ -25,9 +25,11 @@ demo: $(BIN)/tito
 test: lint
 	$(BIN)/python -m pytest tests -n 2 --durations=30
 
-# The in-process layer: no kernel, no sandbox, no nbgrader; a minute or two.
+# The in-process layer: no kernel, no sandbox, no nbgrader, no test that waits out a budget; on the same two
+# workers as `make test`. Each worker first spends ~15-25 s collecting, most of it importing nbformat (its
+# jsonschema builds an IRI grammar at import), nbgrader and hypothesis, which the tests then use.
 test-fast: $(BIN)/tito
-	$(BIN)/python -m pytest tests -m "not slow"
+	$(BIN)/python -m pytest tests -n 2 -m "not slow"
 
 # One stage's tests, those parametrised by it (the course's and the class's fixtures are still built whole):
 # make test-stage N=12

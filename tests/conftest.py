@@ -59,15 +59,16 @@ def shared_course(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------------
-# `make test` runs the suite on two pytest-xdist workers (-n 2). Each test is a unit of work of its own,
-# handed to whichever worker is free, except the tests of ONE_WORKER: they read what one module-scoped
-# fixture built (the nbgrader course, the hostile class, the two engines' verdicts), so each of these
-# files is one unit, run whole on one worker, and builds it once. Units go out longest first: these
-# files, then the other slow tests, then the quick ones, which even out the end.
+# `make test` and `make test-fast` run the suite on two pytest-xdist workers (-n 2). Each test is a unit
+# of work of its own, handed to whichever worker is free, except the tests of ONE_WORKER: they read what
+# one module- or session-scoped fixture built (the nbgrader course, the hostile class, the two engines'
+# verdicts, stage 01's drawn cases), so each of these files is one unit, run whole on one worker, and
+# builds it once. Units go out longest first: these files, then the other slow tests, then the quick
+# ones, which even out the end.
 
 ONE_WORKER = ("test_course.py", "test_grade.py", "test_one_engine.py", "test_reader_bounds.py",
               "test_exchange.py", "test_course_datasets.py", "test_leaderboard.py",
-              "test_course_autograde.py")  # longest first
+              "test_course_autograde.py", "test_student_loop.py")  # longest first
 
 
 def _one_worker_file(nodeid: str) -> str | None:

@@ -180,6 +180,7 @@ def colsum(x):
     "            while True:\n                pass\n        os._exit(0)\n    while True:\n        time.sleep(1)\n",
     # the work in a grandchild nobody reaps, the runner waiting
 ], ids=["loops", "slow_but_right", "sleeps", "unreaped_grandchild"])
+@pytest.mark.slow  # a runner process waited out to its budget, then started again: left out by make test-fast
 def test_a_budget_the_box_disarms_is_still_kept_by_the_parent(stage, tmp_path, spin):
     code = GOOD + "import time\n" + DISARMS_THE_TIMERS + spin
     started = time.monotonic()
@@ -193,6 +194,7 @@ def test_a_budget_the_box_disarms_is_still_kept_by_the_parent(stage, tmp_path, s
 
 @pytest.mark.skipif(not sandbox.bwrap_available() or not sandbox.cgroups_available(),
                     reason="needs bubblewrap and cgroups")
+@pytest.mark.slow  # in the bubblewrap sandbox, children spinning for 12 s of CPU: left out by make test-fast
 def test_cpu_of_children_the_kernel_reaps_at_once_is_counted_in_the_sandbox(stage, tmp_path):
     """With SIGCHLD ignored the kernel reaps each child as it ends, and no process's times hold its CPU any
     more; the box's cgroup (v2's cpu.stat, v1's cpuacct) still counts it."""
