@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import hashlib
 import hmac
+import importlib.util
 import json
 import os
 import re
@@ -143,10 +144,16 @@ def draw_cases(check: Check, examples: int, seed: int) -> list[dict]:
     return sorted(drawn[:examples], key=_size)
 
 
-def _fingerprint(stage: Stage, seed: int, examples: int | None) -> str:
-    import hypothesis
+def _hypothesis_version() -> bytes:
+    """hypothesis's version file, found without importing hypothesis (start_early runs before it is imported)."""
+    spec = importlib.util.find_spec("hypothesis")
+    assert spec is not None and spec.origin is not None, "hypothesis is a dependency of tito"
+    return (Path(spec.origin).parent / "version.py").read_bytes()
 
-    digest = hashlib.sha256(f"{seed}/{examples}/{hypothesis.__version__}".encode())
+
+def _fingerprint(stage: Stage, seed: int, examples: int | None) -> str:
+    digest = hashlib.sha256(f"{seed}/{examples}/".encode())
+    digest.update(_hypothesis_version())
     for path in [stage.suite, *(SHIPPED / name for name in SHIPPED_FILES)]:
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
@@ -323,9 +330,10 @@ def _head_and_tail(text: str, limit: int) -> str:
 class _Conversation:
     """One box and the requests sent to it, numbered: a reply counts only for the request in flight."""
 
-    def __init__(self, plan: Plan, package: Path | None, *, isolation: str, limits: sandbox.Limits,
+    def __init__(self, job: Path, package: Path | None, *, isolation: str, limits: sandbox.Limits,
                  slot: int) -> None:
-        self.box = sandbox.Box(plan.job, package, limits=limits, isolation=isolation, slot=slot)
+        self.box = sandbox.Box(job, package, limits=limits, isolation=isolation, slot=slot)
+        self.job, self.package, self.limits, self.isolation, self.slot = job, package, limits, isolation, slot
         self.number = 0
 
     def hello(self, deadline: float) -> tuple[dict | None, str]:
@@ -397,14 +405,30 @@ class _Conversation:
         return self.box.close()
 
 
+def start_early(stage: Stage, package: Path, *, seed: int, jobs: Path, isolation: str, limits: sandbox.Limits,
+                slot: int = 0, examples: int | None = None) -> _Conversation | None:
+    """The package's box started before its plan is loaded, when the plan's job folder is there from an
+    earlier run (`tito test` again): the box's interpreter, numpy and the package import while this process
+    loads the suite. Hand it to run_checks, which uses it for a plan of that job folder and closes it
+    otherwise; None when there is no such folder yet."""
+    job = jobs / f"{stage.name}-{_fingerprint(stage, seed, examples)}"
+    if not (job / CASES).is_file() or not (job / "work.json").is_file():
+        return None
+    return _Conversation(job, package, isolation=isolation, limits=limits, slot=slot)
+
+
 def run_checks(plan: Plan, package: Path, *, isolation: str, limits: sandbox.Limits, slot: int = 0,
-               locate: Locate | None = None) -> Report:
+               locate: Locate | None = None, started: _Conversation | None = None) -> Report:
     """Run every check of the plan on the `tinytorch` found in `package`, one case per request, starting the
     runner again after a check that ended its process. Budgets and deadlines are this process's: a check's
     CPU time is read from outside the box and its wall time on this clock. A timed check's cases also run,
     taking turns, in a box without the package (the yardstick), each timed here. What the parent reads from
     the package's boxes is `limits.report_bytes` over the whole run, restarts included. `locate` names the
-    notebook cell of a failed import."""
+    notebook cell of a failed import; `started`, a box from start_early."""
+    if started is not None and (started.job, started.package, started.limits, started.isolation, started.slot) != \
+            (plan.job, package, limits, isolation, slot):
+        started.close()
+        started = None
     report = Report(package=package, files=frozenset(
         str(path.relative_to(package / "tinytorch")) for path in (package / "tinytorch").rglob("*.py")))
     read = 0  # bytes read from the package's boxes closed so far
@@ -424,8 +448,11 @@ def run_checks(plan: Plan, package: Path, *, isolation: str, limits: sandbox.Lim
                 if read >= limits.report_bytes:
                     report.unfinished = _ending("truncated", limits, None)
                     return report
-                conversation = _Conversation(plan, package, isolation=isolation, slot=slot,
-                                             limits=replace(limits, report_bytes=limits.report_bytes - read))
+                if started is not None:  # the first start, begun before the plan was loaded
+                    conversation, started = started, None
+                else:
+                    conversation = _Conversation(plan.job, package, isolation=isolation, slot=slot,
+                                                 limits=replace(limits, report_bytes=limits.report_bytes - read))
                 record, why = conversation.hello(deadline)
                 if record is None and why == "did not start":
                     status = conversation.close()
@@ -442,12 +469,18 @@ def run_checks(plan: Plan, package: Path, *, isolation: str, limits: sandbox.Lim
                     else:  # what ran before the restart keeps its outcomes
                         report.unfinished = f"importing tinytorch failed when the grader started it again: {failure}"
                     return report
-            if check.timed is not None and yardstick is None:
-                yardstick = _Conversation(plan, None, isolation=isolation, limits=limits, slot=slot)
-                record, why = yardstick.hello(deadline)
-                if record is None or record.get("imported") is not True:
-                    raise RuntimeError(f"the yardstick of {check.name} did not start ({why or record})")
-            why = _run_check(plan, check, conversation, yardstick, report, deadline)
+
+            def yardstick_box(check: Check = check) -> _Conversation:
+                """The box without the package, started when a timed check's first output needs it."""
+                nonlocal yardstick
+                if yardstick is None:
+                    yardstick = _Conversation(plan.job, None, isolation=isolation, limits=limits, slot=slot)
+                    record, why = yardstick.hello(deadline)
+                    if record is None or record.get("imported") is not True:
+                        raise RuntimeError(f"the yardstick of {check.name} did not start ({why or record})")
+                return yardstick
+
+            why = _run_check(plan, check, conversation, yardstick_box, report, deadline)
             if why:
                 status = conversation.close()
                 read += conversation.box.read_bytes
@@ -463,7 +496,7 @@ def run_checks(plan: Plan, package: Path, *, isolation: str, limits: sandbox.Lim
             index += 1
         return report
     finally:
-        for open_box in (conversation, yardstick):
+        for open_box in (conversation, yardstick, started):
             if open_box is not None:
                 open_box.close()
 
@@ -476,21 +509,18 @@ def _budget_words(why: str, check: Check) -> str:
     return ""
 
 
-def _run_check(plan: Plan, check: Check, conversation: _Conversation, yardstick: _Conversation | None,
+def _run_check(plan: Plan, check: Check, conversation: _Conversation, yardstick: Callable[[], _Conversation],
                report: Report, run_deadline: float) -> str:
-    """Ask for each case of the check in turn; stop at the first case that is not an output. Returns "" or
-    why the box ended ("cpu", "wall", "check-wall", "ended", "truncated", "tampered")."""
+    """Ask for each case of the check in turn; stop at the first case that is not an output. A timed check's
+    case that gave an output is then asked of the yardstick, the box without the package, taking turns (a
+    stub's check never starts one). Returns "" or why the box ended ("cpu", "wall", "check-wall", "ended",
+    "truncated", "tampered")."""
     outcomes: list[bytes] = []
     report.outcomes[check.name] = outcomes
     timings: list[tuple[float, float]] = []
     cpu_left = float(check.timeout)
     check_deadline = min(run_deadline, time.monotonic() + 3 * float(check.timeout) + 10)
     for case in plan.cases[check.name]:
-        yard_seconds = 0.0
-        if yardstick is not None and check.timed is not None:
-            yard, why, yard_seconds, _ = yardstick.ask(check, case, run_deadline, float(check.timeout))
-            if yard is None or "output" not in yard:
-                raise RuntimeError(f"the yardstick of {check.name} failed ({why or _text(yard, 200)})")
         cpu_before = conversation.box.cpu()
         found, why, seconds, reply = conversation.ask(check, case, check_deadline, cpu_left)
         cpu_left -= conversation.box.cpu() - cpu_before if found is not None else 0
@@ -506,9 +536,13 @@ def _run_check(plan: Plan, check: Check, conversation: _Conversation, yardstick:
                 del report.outcomes[check.name]
             return "tampered"
         outcomes.append(reply)
-        timings.append((seconds, yard_seconds))
         if "output" not in found:
             break
+        if check.timed is not None:
+            yard, why, yard_seconds, _ = yardstick().ask(check, case, run_deadline, float(check.timeout))
+            if yard is None or "output" not in yard:
+                raise RuntimeError(f"the yardstick of {check.name} failed ({why or _text(yard, 200)})")
+            timings.append((seconds, yard_seconds))
     changed, why = conversation.audit(min(run_deadline, check_deadline + 2 * AUDIT_CPU_SECONDS))
     if changed or why:
         del report.outcomes[check.name]
@@ -788,9 +822,9 @@ def confine(public: str, what: str, known: frozenset[str] | set[str]) -> str:
 
 
 def grade_stage(plan: Plan, package: Path, *, isolation: str, limits: sandbox.Limits,
-                slot: int = 0, locate: Locate | None = None) -> StageResult:
+                slot: int = 0, locate: Locate | None = None, started: _Conversation | None = None) -> StageResult:
     return stage_result(plan, run_checks(plan, package, isolation=isolation, limits=limits, slot=slot,
-                                         locate=locate))
+                                         locate=locate, started=started))
 
 
 def stage_result(plan: Plan, report: Report) -> StageResult:

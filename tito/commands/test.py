@@ -36,10 +36,17 @@ def test(stage: str, *, reference: bool = False, as_json: bool = False, seed: in
     else:
         package.report(exports, reference=reference)
     key = FEEDBACK_KEY if seed is None else str(seed)
-    plan = engine.make_plan(chosen, seed=engine.stage_seed(key, chosen), jobs=root / ".tito" / "jobs")
     limits = sandbox.Limits(wall_seconds=timeout)
+    jobs, stage_seed = root / ".tito" / "jobs", engine.stage_seed(key, chosen)
+    started = engine.start_early(chosen, graded, seed=stage_seed, jobs=jobs, isolation="process", limits=limits)
+    try:  # the box starts while the suite loads
+        plan = engine.make_plan(chosen, seed=stage_seed, jobs=jobs)
+    except BaseException:
+        if started is not None:
+            started.close()
+        raise
     locate = None if reference else lambda where: package.locate(root, chosen, where)
-    result = engine.grade_stage(plan, graded, isolation="process", limits=limits, locate=locate)
+    result = engine.grade_stage(plan, graded, isolation="process", limits=limits, locate=locate, started=started)
     import_failure = list(result.notes)
     problems = [problem for exported in exports for problem in exported.progress.problems()]
     result.notes = [*(note for exported in exports for note in exported.notes), *problems, *import_failure]
