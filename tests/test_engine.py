@@ -347,3 +347,76 @@ def test_a_long_failure_message_keeps_its_summary_at_the_end():
     kept = engine._head_and_tail(message, 600)
     assert len(kept) <= 600 and kept.endswith(summary) and kept.startswith("layer(x) for x of shape (4, 3)")
     assert engine._head_and_tail(summary, 600) == summary
+
+
+class _CountedBoxes:
+    """sandbox.Box, counting the boxes started."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.started = 0
+        real = sandbox.Box
+
+        def counted(*args, **kwargs):
+            self.started += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(sandbox, "Box", counted)
+
+
+def test_a_box_started_early_grades_as_one_started_after_the_plan(stage, tmp_path, monkeypatch):
+    package = tmp_path / "pkg"
+    (package / "tinytorch").mkdir(parents=True)
+    (package / "tinytorch" / "__init__.py").write_text(textwrap.dedent(GOOD))
+    limits, jobs = sandbox.Limits(wall_seconds=60), tmp_path / "jobs"
+    assert engine.start_early(stage, package, seed=1, jobs=jobs, isolation="process", limits=limits) is None  # no plan
+    plan = engine.make_plan(stage, seed=1, jobs=jobs)
+    boxes = _CountedBoxes(monkeypatch)
+    after = engine.grade_stage(plan, package, isolation="process", limits=limits)
+    plain = boxes.started
+    early = engine.start_early(stage, package, seed=1, jobs=jobs, isolation="process", limits=limits)
+    assert early is not None
+    boxes.started = 0
+    found = engine.grade_stage(plan, package, isolation="process", limits=limits, started=early)
+    assert (found.score, outcome(found)) == (after.score, outcome(after)) and after.score == 9
+    assert boxes.started == plain - 1  # the early box was the run's first
+    other = tmp_path / "other"
+    (other / "tinytorch").mkdir(parents=True)
+    (other / "tinytorch" / "__init__.py").write_text(textwrap.dedent(GOOD).replace("2 * np", "3 * np"))
+    early = engine.start_early(stage, package, seed=1, jobs=jobs, isolation="process", limits=limits)
+    assert early is not None
+    wrong = engine.grade_stage(plan, other, isolation="process", limits=limits, started=early)
+    assert early.box.process.poll() is not None  # a box of another package is closed, never asked
+    assert not outcome(wrong)["doubles"][0] and wrong.score < after.score
+
+
+TIMED_SUITE = '''
+import numpy as np
+from hypothesis import strategies as st
+
+from checklib import Timed, check
+
+
+def summed(case):
+    return sum(range(10_000))
+
+
+@check(task="01.1", points=1, examples=3, inputs=st.fixed_dictionaries({"seed": st.integers(0, 9)}),
+       timed=Timed(summed, limit=1000, against="a sum of 10,000 numbers"))
+def doubles_quickly(tt, case):
+    return tt.double(np.ones(3))
+
+
+@doubles_quickly.expected
+def _(case):
+    return 2 * np.ones(3)
+'''
+
+
+def test_a_speed_check_starts_its_yardstick_only_for_an_output(stage, tmp_path, monkeypatch):
+    stage.suite.write_text(TIMED_SUITE)
+    boxes = _CountedBoxes(monkeypatch)
+    stub = grade(stage, tmp_path, 'def double(x):\n    raise NotImplementedError("Task 01.1")\n')
+    assert (stub.score, boxes.started) == (0, 1)  # the stub's check: no yardstick
+    boxes.started = 0
+    done = grade(stage, tmp_path, GOOD)
+    assert (done.score, boxes.started) == (1, 2)  # timed against the yardstick, in a box of its own
