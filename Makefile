@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 TITO := $(BIN)/tito
 
-.PHONY: demo test test-fast test-stage lint mutants bench bench-grading clean
+.PHONY: demo test test-fast test-stage lint mutants bench bench-grading bench-loop clean
 
 $(BIN)/tito: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -56,6 +56,10 @@ bench: $(BIN)/tito
 # workers, the coordinator's overhead per job, and the estimate for a course (benchmarks/grading.py)
 bench-grading: $(BIN)/tito
 	$(BIN)/python benchmarks/grading.py
+
+# How long a student waits for `tito test NN`, every stage, untouched and complete (benchmarks/student_loop.py)
+bench-loop: $(BIN)/tito
+	$(BIN)/python benchmarks/student_loop.py
 
 clean:
 	rm -rf build .tito
