@@ -1343,5 +1343,9 @@ def test_hostile_submissions_are_graded_on_a_dask_cluster_exactly_as_here(graded
         return {key: value for key, value in grade.items() if key not in ("seconds", "phases", "worker")}
 
     for student, grade in there.items():
+        if student in AT_MOST_FULL:  # its forks race each other for the box's processes: a score that varies
+            assert grade["score"] <= grade["max_score"] == here[student]["max_score"], student
+            assert not any(test["fault"] for test in grade["tests"]), student
+            continue
         assert steady(grade) == steady(here[student]), student
     assert graded_class.secret not in (out / "results.json").read_text()
