@@ -411,9 +411,21 @@ def _(case):
 # 10.10 BPETokenizer.encode
 
 
-@check(task="10.10", points=3, inputs=_trained_case(),
-       describe=lambda case: f"BPETokenizer(merges learned on {case['corpus']!r}, {len(case['merges'])} merges)"
-                             f".encode(text), twice, for the texts {case['texts']}")
+# merges whose order of application changes the ids: "abc" is [97, 256] by rank, then [259]; merging the
+# highest rank first gives [257, 99]
+_RANKED = [[98, 99], [97, 98], [256, 256], [97, 256]]
+
+
+def _encode_words(case):
+    merges = (f"the merges {case['merges']}, where merging by the highest rank first gives other ids" if case["ranked"]
+              else f"merges learned on {case['corpus']!r}, {len(case['merges'])} merges")
+    return f"BPETokenizer({merges}).encode(text), twice, for the texts {case['texts']}"
+
+
+@check(variants={"merges learned on a text": ("10.10", 3, _trained_case().map(lambda case: {**case, "ranked": False})),
+                 "the smallest rank first": ("10.10", 1, st.lists(st.text("abc ", max_size=8), max_size=4).map(
+                     lambda texts: {"merges": _RANKED, "texts": ["abc", " abcbc", *texts], "ranked": True}))},
+       describe=_encode_words)
 def bpe_encode_applies_the_merges_in_order(tt, case):
     tokenizer = tt.text.BPETokenizer([tuple(m) for m in case["merges"]])
     return [[int(i) for i in tokenizer.encode(text)] for text in case["texts"] + case["texts"]]
@@ -607,6 +619,7 @@ def _(case):
             "merges": case, "vocab": [list(token) for token in _judge_vocab(case)]}
 
 
+_VALUE_ERRORS = ("ValueError", "JSONDecodeError", "UnicodeDecodeError")  # ValueError and the subclasses json raises
 _GOOD = b'{"type": "BPETokenizer", "version": 1, "merges": [[97, 98], [256, 99]]}'
 _GOOD_FILES = {"good.json": _GOOD, "spaced.json": b'{\n  "merges": [],\n  "version": 1,\n  "type": "BPETokenizer"\n}\n'}
 _DAMAGED = {  # variant -> (its points of 10.12, files that load must refuse with a ValueError naming them)
@@ -654,8 +667,10 @@ def _(case, output):
         expect_error(f"BPETokenizer.load(path) for {name}, a good file", output[name], None)
     expect_error("BPETokenizer.load(path) for a file that does not exist", output["missing.json"], "FileNotFoundError",
                  names=["missing.json"])
-    for name, contents in _DAMAGED[case["kind"]][1].items():
-        expect_error(f"BPETokenizer.load(path) for {name} ({contents!r:.70})", output[name], "ValueError", names=[name])
+    for name, contents in _DAMAGED[case["kind"]][1].items():  # a subclass of ValueError is one (then: name the file)
+        raised = output[name]["raised"]
+        expect_error(f"BPETokenizer.load(path) for {name} ({contents!r:.70}): a ValueError naming the file",
+                     output[name], raised if raised in _VALUE_ERRORS else "ValueError", names=[name])
     if output["the merges of good.json"] != [[97, 98], [256, 99]]:
         raise CheckFailed(f"BPETokenizer.load(path) for good.json ({_GOOD!r}): expected the merges [[97, 98], "
                           f"[256, 99]] but got {output['the merges of good.json']!r:.120}")
