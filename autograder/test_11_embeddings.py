@@ -132,12 +132,14 @@ def _lookup_words(case):
        describe=lambda case: f"_check_indices(indices, {case['rows']}) for valid indices of shape {case['idx'].shape} "
                              f"({case['idx'].dtype}) given as a {case['form']}: {case['idx'].tolist()}")
 def check_indices_returns_valid_indices_unchanged(tt, case):
-    return np.asarray(module(tt, "embeddings")._check_indices(_as_form(tt, case["idx"], case["form"]), case["rows"]))
+    given = _as_form(tt, case["idx"], case["form"])
+    index = np.asarray(module(tt, "embeddings")._check_indices(given, case["rows"]))
+    return {"indices": index, "the array given itself (no copy)": index is given}
 
 
-@check_indices_returns_valid_indices_unchanged.expected
-def _(case):
-    return case["idx"]
+check_indices_returns_valid_indices_unchanged.expected(lambda case: {  # an empty list is passed as its array
+    "indices": case["idx"],
+    "the array given itself (no copy)": case["form"] == "array" or case["form"] == "list" and not case["idx"].size})
 
 
 @st.composite
@@ -269,9 +271,7 @@ def embedding_forward_gathers_the_rows(tt, case):
     return lookup(tt.Tensor(case["idx"]), tt.Tensor(case["w"]), padding_idx=case["padding_idx"]).numpy()
 
 
-@embedding_forward_gathers_the_rows.expected
-def _(case):
-    return np.take(case["w"], case["idx"], axis=0)
+embedding_forward_gathers_the_rows.expected(lambda case: np.take(case["w"], case["idx"], axis=0))
 
 
 _INDEX_FORMS = ("a Python int", "a 0-d array", "a 1-d array")
@@ -502,9 +502,9 @@ def from_pretrained_wraps_the_given_table(tt, case):
     out = layer(case["idx"])
     found = {"weight": layer.weight.numpy().copy(), "weight.requires_grad": bool(layer.weight.requires_grad),
              "settings": [layer.num_embeddings, layer.embedding_dim, layer.padding_idx], "out": out.numpy()}
-    if not case["freeze"]:
-        out.backward(tt.Tensor(case["g"].astype(np.float32)))
-        found["weight.grad"] = layer.weight.grad.numpy()
+    if not case["freeze"]:  # no backward without requires_grad: then the requires_grad above is the message
+        out.backward(tt.Tensor(case["g"].astype(np.float32))) if layer.weight.requires_grad else None
+        found["weight.grad"] = None if layer.weight.grad is None else layer.weight.grad.numpy()
     table = case["table"]
     found["errors"] = [capture_error(lambda t=t: tt.nn.Embedding.from_pretrained(t))["raised"]
                        for t in (table[0], table[None])]
@@ -608,7 +608,8 @@ def positional_layers_add_a_row_per_position(tt, case):
     y.backward(tt.Tensor(case["g"]))
     parameters = list(layer.named_parameters())
     return {"named_parameters": [[name, list(p.shape), str(p.dtype)] for name, p in parameters], "y": y.numpy(),
-            "x.grad": x.grad.numpy(), "their .grad": [p.grad.numpy() for _, p in parameters],
+            "x.grad": x.grad.numpy(),
+            "their .grad": [None if p.grad is None else p.grad.numpy() for _, p in parameters],
             "table": layer.weight.numpy() if case["layer"] == "PositionalEmbedding" else None}
 
 
@@ -620,8 +621,11 @@ def _(case, output):
     grad[:length] = case["g"].reshape(-1, length, dim).sum(axis=0)
     expected = {"named_parameters": [["weight", [case["max_len"], dim], "float32"]] if learned else [],
                 "y": case["x"] + table[:length], "x.grad": case["g"], "their .grad": [grad] if learned else []}
-    assert_close({key: output[key] for key in expected}, expected, rtol=1e-5, atol=2e-5,
-                 what=positional_layers_add_a_row_per_position.checks[0].what(case))
+    what = positional_layers_add_a_row_per_position.checks[0].what(case)
+    if not learned and output["named_parameters"]:
+        raise CheckFailed(f"{what}: expected no parameters but got {output['named_parameters']!r:.99}: the table pe "
+                          f"is fixed, not learned: keep it a plain Tensor attribute, not a Parameter")
+    assert_close({key: output[key] for key in expected}, expected, rtol=1e-5, atol=2e-5, what=what)
 
 
 POSITIONAL = {"SinusoidalPositionalEncoding": ("11.9", 1), "PositionalEmbedding": ("11.10", 1)}

@@ -129,7 +129,8 @@ __all__ = ["embedding", "sinusoidal_positions", "Embedding", "SinusoidalPosition
 # (task 11.1):
 #
 # - turns `indices` into a numpy array with `np.asarray` (a Tensor gives its array: `Tensor.__array__`;
-#   a list, a Python int and a numpy array work too) and returns it, unchanged, whatever its shape;
+#   a list, a Python int and a numpy array work too) and returns it, unchanged, whatever its shape (a
+#   numpy array given is returned itself: the same object, of its own dtype, never a converted copy);
 # - raises `IndexError` if its dtype is not an integer type (`array.dtype.kind` is `"i"` for signed and
 #   `"u"` for unsigned integers; bools are `"b"`, floats `"f"`), naming the dtype;
 # - raises `IndexError` if any index is below 0 or at least `num_embeddings`, naming one such index and
