@@ -218,13 +218,15 @@ def _per_kind(task, kinds, shares, cases):
 def attention_bias_turns_masks_into_an_additive_bias(tt, case):
     bias = module(tt, "attention")._attention_bias(case["mask"], case["kind"] == "causal", case["L"], case["S"],
                                                    np.float32)
-    return None if bias is None else np.asarray(bias)
+    return {"bias": None if bias is None else np.asarray(bias),
+            "the float32 mask itself (no copy)": bias is case["mask"] if case["kind"] == "float" else None}
 
 
 @attention_bias_turns_masks_into_an_additive_bias.expected
 def _(case):
     bias = _np_bias(case["mask"], case["kind"] == "causal", case["L"], case["S"])
-    return None if bias is None else bias.astype(np.float32)
+    return {"bias": None if bias is None else bias.astype(np.float32),
+            "the float32 mask itself (no copy)": True if case["kind"] == "float" else None}
 
 
 _BAD_MASKS = [  # mask, is_causal, L, S, the error, what the message names
@@ -323,10 +325,21 @@ def _(case):
 # 12.4 the fused forward
 
 
-@check(variants=_per_kind("12.4", THREE_KINDS, (1, 1, 1), lambda kinds: _qkv_case(np.float32, kinds=kinds)),
+@st.composite
+def _wide_bias_case(draw):
+    """q, k, v and a float bias with one batch axis more than they have (2, ..., L or 1, S): the scores grow."""
+    case = draw(_qkv_case(np.float32, kinds=("none",)))
+    shape = (2,) + (1,) * (case["q"].ndim - 2) + (draw(st.sampled_from([case["L"], 1])), case["S"])
+    mask = np.asarray(draw(signed_arrays(shape, 0.1, 3.0)), dtype=np.float32)
+    return {**case, "kind": "float", "mask": mask, "bias": mask, "bias64": mask.astype(np.float64), "wide": True}
+
+
+@check(variants={**_per_kind("12.4", THREE_KINDS, (1, 1, 1), lambda kinds: _qkv_case(np.float32, kinds=kinds)),
+                 "a bias with more batch axes than q": ("12.4", 1, _wide_bias_case())},
        examples=10, dtype=True, rtol=1e-4, atol=1e-5,
        describe=lambda case: f"_ScaledDotProductAttention.apply(q, k, v, bias=bias, scale=scale) for "
-                             f"{_qkv_words(case)}")
+                             f"{_qkv_words(case)}" + (" (the bias has more batch axes than the scores: scores + bias "
+                                                      "is larger, += cannot grow an array)" if case.get("wide") else ""))
 def fused_forward_matches_numpy(tt, case):
     return _fused(tt, case, tt.Tensor(case["q"]), tt.Tensor(case["k"]), tt.Tensor(case["v"])).numpy()
 
@@ -428,8 +441,21 @@ def _sdpa_words(case):
     return f"scaled_dot_product_attention(q, k, v{mask}{scale}) for {_qkv_words(case)}"
 
 
-@check(variants=_per_kind("12.6", TWO_KINDS, (1, 1), _sdpa_case), examples=10, dtype=True, rtol=1e-4, atol=1e-5,
-       describe=_sdpa_words)
+@st.composite
+def _sdpa_blocked_case(draw):
+    """A bool attn_mask with one query row fully masked (False everywhere): its output is zeros."""
+    case = draw(_sdpa_case(kinds=("bool",)))
+    mask = np.broadcast_to(case["mask"], np.broadcast_shapes(case["mask"].shape, (case["L"], case["S"]))).copy()
+    mask[..., draw(st.integers(0, case["L"] - 1)), :] = False
+    bias = _np_bias(mask, False, case["L"], case["S"])
+    return {**case, "mask": mask, "bias64": bias, "bias": bias.astype(np.float32), "blocked": True}
+
+
+@check(variants={**_per_kind("12.6", TWO_KINDS, (1, 1), _sdpa_case),
+                 "a fully masked row": ("12.6", 1, _sdpa_blocked_case())},
+       examples=10, dtype=True, rtol=1e-4, atol=1e-5,
+       describe=lambda case: _sdpa_words(case) + (", one query row fully masked: its output must be zeros (the "
+                                                  "fused attention's), not NaN" if case.get("blocked") else ""))
 def sdpa_matches_numpy_with_every_kind_of_mask(tt, case):
     return tt.nn.functional.scaled_dot_product_attention(tt.Tensor(case["q"]), tt.Tensor(case["k"]),
                                                          tt.Tensor(case["v"]), **_sdpa_arguments(case)).numpy()
@@ -667,6 +693,24 @@ def _(case, output):
                         f"and after manual_seed({case['seeds'][1]})", output)
 
 
+@check(task="12.9", points=1, examples=3, inputs=st.integers(0, 2**31),
+       describe=lambda seed: f"MultiheadAttention(8, 2) after manual_seed({seed}), and Linear(8, 8) after "
+                             f"manual_seed({seed}): out_proj.weight and the Linear's weight")
+def mha_draws_out_proj_first_as_a_linear(tt, case):
+    tt.manual_seed(case)
+    found = {"out_proj.weight": tt.nn.MultiheadAttention(8, 2).out_proj.weight.numpy().copy()}
+    tt.manual_seed(case)
+    return {**found, "Linear(8, 8).weight": tt.nn.Linear(8, 8).weight.numpy()}
+
+
+@mha_draws_out_proj_first_as_a_linear.verdict
+def _(case, output):
+    if not np.array_equal(output["out_proj.weight"], output["Linear(8, 8).weight"]):
+        raise CheckFailed(f"MultiheadAttention(8, 2) after manual_seed({case}): out_proj.weight is not the weight "
+                          f"Linear(8, 8) draws after manual_seed({case}); PyTorch's order: create out_proj (it draws "
+                          f"its weight and bias) and only then _reset_parameters(), which draws in_proj_weight alone")
+
+
 # ---------------------------------------------------------------------------------------------------
 # 12.10 MultiheadAttention's forward
 
@@ -730,14 +774,16 @@ def mha_forward_matches_numpy_multihead_attention(tt, case):
     out, weights = module(q, k, v, average_attn_weights=case["average"], **masks)
     quiet, none = module(q, k, v, need_weights=False, **masks)
     return {"output": out.numpy(), "weights": weights.numpy(), "need_weights=False: output": quiet.numpy(),
-            "need_weights=False: weights is None": none is None}
+            "need_weights=False: weights is None": none is None,
+            "weights.requires_grad (for inspection: no graph)": bool(weights.requires_grad)}
 
 
 @mha_forward_matches_numpy_multihead_attention.expected
 def _(case):
     out, weights = _case_mha(case)
     return {"output": out, "weights": weights.mean(axis=1) if case["average"] else weights,
-            "need_weights=False: output": out, "need_weights=False: weights is None": True}
+            "need_weights=False: output": out, "need_weights=False: weights is None": True,
+            "weights.requires_grad (for inspection: no graph)": False}
 
 
 @check(task="12.10", points=2, inputs=_mha_case(np.float64, small=True), examples=10, **GRAD_TOL,

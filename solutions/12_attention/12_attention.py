@@ -696,8 +696,9 @@ assert np.array_equal(x.grad.data, np.full((2, 3, 8), 2.0))
 # None)`), then `out_proj = NonDynamicallyQuantizableLinear(E, E, bias=bias)` (given: a `Linear` under
 # PyTorch's name for it, so that the repr is PyTorch's; creating it draws its weight and bias from
 # `default_generator`); then call `_reset_parameters()`, which draws `in_proj_weight` from
-# `default_generator` and zeroes `in_proj_bias` and `out_proj.bias` (when they exist). An `embed_dim`
-# that `num_heads` does not divide is a `ValueError` naming both (PyTorch asserts).
+# `default_generator` and zeroes `in_proj_bias` and `out_proj.bias` (when they exist): so after
+# `manual_seed(s)`, `out_proj.weight` is the weight that `Linear(E, E)` draws after `manual_seed(s)`. An
+# `embed_dim` that `num_heads` does not divide is a `ValueError` naming both (PyTorch asserts).
 #
 # The options this course does not implement (`dropout`, `add_bias_kv`, `add_zero_attn`, a `kdim` or
 # `vdim` other than `embed_dim`) are refused with a `ValueError` by the given check `_check_options`.
