@@ -75,16 +75,32 @@ class _Rows:
 
 
 class _Labels:
-    """n items, item i being the int i: a loader over it yields the order of the epoch."""
+    """n items, item i being the int i: a loader over it yields the order of the epoch; logs the indices asked for."""
 
     def __init__(self, n):
-        self.n = n
+        self.n, self.asked = n, []
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, index):
+        self.asked.append(int(index))
         return int(index)
+
+
+class _Counting:
+    """A sampler of the indices 0..n-1 in order that counts how many it has yielded so far."""
+
+    def __init__(self, n):
+        self.n, self.given = n, 0
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        for index in range(self.n):
+            self.given += 1
+            yield index
 
 
 class _Orders:
@@ -110,9 +126,9 @@ def _given(tt, array, form):
 
 
 def _back(tt, output):
-    """A transform's output: its type and its array."""
-    return {"type": type(output).__name__, "array": np.asarray(output.numpy() if isinstance(output, tt.Tensor)
-                                                                  else output)}
+    """A transform's output: its type and a copy of its array."""
+    return {"type": type(output).__name__, "array": np.array(output.numpy() if isinstance(output, tt.Tensor)
+                                                                else output)}
 
 
 class _Counted:
@@ -187,17 +203,43 @@ unchanged_then_expected(tensor_dataset_items_are_tuples_of_rows, _tensor_dataset
                         "keep the tensors as they were given (as_tensor keeps an array's memory: never write into it)")
 
 
-@check(task="08.1", points=1, guard=True, inputs=st.tuples(st.integers(1, 5), st.integers(1, 5)).filter(
-           lambda pair: pair[0] != pair[1]).map(lambda pair: {"sizes": pair}),
-       describe=lambda case: f"TensorDataset(array of shape ({case['sizes'][0]}, 2), array of shape "
-                             f"({case['sizes'][1]},))")
+_MISMATCHED = st.one_of(  # first sizes that differ, or tensors with no axis (no first size to compare)
+    st.tuples(st.integers(1, 5), st.integers(1, 5)).filter(lambda pair: pair[0] != pair[1]).map(
+        lambda pair: [(pair[0], 2), (pair[1],)]), st.sampled_from([[()], [(), ()]]))
+
+
+def _mismatched_words(case):
+    return "TensorDataset(" + ", ".join(f"an array of shape {shape}" for shape in case["shapes"]) + ")"
+
+
+@check(task="08.1", points=1, guard=True, inputs=_MISMATCHED.map(lambda shapes: {"shapes": shapes}),
+       describe=_mismatched_words)
 def tensor_dataset_with_mismatched_sizes_raises(tt, case):
-    first, second = case["sizes"]
-    return capture_error(lambda: tt.utils.data.TensorDataset(np.zeros((first, 2), np.float32), np.zeros(second)))
+    arrays_given = [np.zeros(shape, np.float32) for shape in case["shapes"]]
+    return capture_error(lambda: tt.utils.data.TensorDataset(*arrays_given))
 
 
 tensor_dataset_with_mismatched_sizes_raises.verdict(lambda case, output: expect_error(
-    f"TensorDataset(arrays of {case['sizes'][0]} and {case['sizes'][1]} rows)", output, "ValueError"))
+    _mismatched_words(case) + (" (a 0-d tensor has no first axis: no items)" if case["shapes"][0] == () else ""),
+    output, "ValueError"))
+
+
+@check(task="08.1", points=1, inputs=st.fixed_dictionaries({"x": arrays((4, 2), np.float32, -5, 5)}),
+       describe=lambda case: "item = TensorDataset(a)[1][0] for an ndarray a of shape (4, 2), then a[1] += 1: item")
+def tensor_dataset_keeps_the_memory_of_an_array(tt, case):
+    given = case["x"].copy()
+    item = tt.utils.data.TensorDataset(given)[1][0]
+    given[1] += 1
+    return np.asarray(item.numpy())
+
+
+@tensor_dataset_keeps_the_memory_of_an_array.verdict
+def _(case, output):
+    what = "TensorDataset(a)[1][0] for an ndarray a of shape (4, 2), then a[1] += 1"
+    if np.shape(output) == (2,) and np.array_equal(output, case["x"][1]):
+        _fail(f"{what}: the item did not see a[1] += 1, it is a copy; keep each array with as_tensor (it keeps an "
+              f"array's memory, as the notebook asks), never Tensor(np.array(a))")
+    assert_close(output, case["x"][1] + 1, what=what)
 
 # ---------------------------------------------------------------------------------------------------
 # 08.2 default_collate: numbers, arrays and Tensors
@@ -478,10 +520,13 @@ _huge = st.fixed_dictionaries({"n": st.integers(2 ** 53, 2 ** 62), "batch_size":
 
 def _expect_exact_count(what, case, output):
     right = _exact_count(**case)
-    if output != right:
+    if output != right and output == _float_count(**case):
         _fail(f"{what}: expected {right} but got {output!r:.40}; count the batches with integers (n // batch_size, "
               f"and -(-n // batch_size) for the ceiling), not math.ceil(n / batch_size): a float holds 53 bits and "
               f"rounds a count this large")
+    if output != right:
+        _fail(f"{what}: expected {right} but got {output!r:.40}" + (", the number of items" if output == case["n"]
+              else "") + "; len() is the number of batches, ceil(n / batch_size) (floor with drop_last)")
 
 
 @check(task="08.5", points=1, inputs=_huge,
@@ -699,14 +744,51 @@ def dataloader_calls_collate_fn_on_each_list_of_items(tt, case):
         return len(received)
     loader = tt.utils.data.DataLoader(_Rows(case["x"], case["y"]), batch_size=case["batch_size"],
                                       drop_last=case["drop_last"], collate_fn=collate)
-    return {"yielded": [int(value) for value in loader], "received": received}
+    return {"yielded": [value if type(value) is int else _plain(tt, value) for value in loader], "received": received}
 
 
-@dataloader_calls_collate_fn_on_each_list_of_items.expected
-def _(case):
+@dataloader_calls_collate_fn_on_each_list_of_items.verdict
+def _(case, output):
+    what = dataloader_calls_collate_fn_on_each_list_of_items.what(case)
     chunks = _chunks(list(range(len(case["x"]))), case["batch_size"], case["drop_last"])
-    return {"yielded": list(range(1, len(chunks) + 1)),
-            "received": [[[case["x"][i], int(case["y"][i])] for i in chunk] for chunk in chunks]}
+    if not output["received"] and any(type(value) is not int for value in output["yielded"]):
+        _fail(f"{what}: f was never called and the loader yielded {output['yielded'][0]!r:.80}: yield "
+              f"self.collate_fn(items), the collate_fn given (default_collate only when none is)")
+    assert_close(output, {"yielded": list(range(1, len(chunks) + 1)), "received": [
+        [[case["x"][i], int(case["y"][i])] for i in chunk] for chunk in chunks]}, what=what)
+
+
+LAZY = {kind: (task, 1, st.fixed_dictionaries({"kind": st.just(kind), "batch_size": st.integers(1, 4)}))
+        for kind, task in (("BatchSampler", "08.5"), ("DataLoader", "08.7"))}
+
+
+def _lazy_words(case):
+    call = (f"BatchSampler(s, {case['batch_size']}, False)" if case["kind"] == "BatchSampler" else
+            f"DataLoader(a dataset of 1000 items, batch_size={case['batch_size']}, sampler=s)")
+    return f"next(iter({call})) for a sampler s of 1000 indices in order"
+
+
+@check(variants=LAZY, describe=lambda case: f"{_lazy_words(case)}: the first batch, how many indices s had yielded "
+                                            f"by then, and the items the dataset was asked for")
+def batches_are_made_one_at_a_time(tt, case):
+    data, sampler, dataset, size = tt.utils.data, _Counting(1000), _Labels(1000), case["batch_size"]
+    if case["kind"] == "BatchSampler":
+        first = [int(index) for index in next(iter(data.BatchSampler(sampler, size, False)))]
+    else:
+        first = _order([next(iter(data.DataLoader(dataset, batch_size=size, sampler=sampler)))])
+    return {"first batch": first, "indices s had yielded": sampler.given, "items asked for": dataset.asked}
+
+
+@batches_are_made_one_at_a_time.verdict
+def _(case, output):
+    what, size = _lazy_words(case), case["batch_size"]
+    if output["indices s had yielded"] > size or len(output["items asked for"]) > size:
+        _fail(f"{what}: by the first batch s had yielded {output['indices s had yielded']} indices and the dataset "
+              f"was asked for {len(output['items asked for'])} items, not {size}: make each batch when it is asked "
+              f"for (a generator that yields inside the loop over self.sampler, and over self.batch_sampler), never "
+              f"list(...) or every batch first: an endless sampler would never give a batch")
+    assert_close(output, {"first batch": list(range(size)), "indices s had yielded": size, "items asked for": list(
+        range(size)) if case["kind"] == "DataLoader" else []}, what=what)
 
 # ---------------------------------------------------------------------------------------------------
 # 08.8 Normalize
@@ -802,8 +884,10 @@ def _flips(draw):
 def flip_gives_each_image_or_its_mirror(tt, case):
     tt.manual_seed(case["seed"])
     images = _given(tt, case["x"], case["form"])
-    return {**_back(tt, tt.transforms.RandomHorizontalFlip(p=case["p"])(images)),
-            "afterwards": {"the images": held(tt, images)}}
+    output = tt.transforms.RandomHorizontalFlip(p=case["p"])(images)
+    found = {**_back(tt, output), "afterwards": {"the images": held(tt, images)}}
+    np.asarray(images)[...] += 1                  # an output that shares the images' memory moves with them
+    return {**found, "the output once the images were changed": held(tt, output)}
 
 
 @flip_gives_each_image_or_its_mirror.verdict
@@ -823,6 +907,9 @@ def _(case, output):
             _fail(f"{what}: image {k} of the output is neither the input image nor its mirror image")
         if case["p"] == 0.0 and not same or case["p"] == 1.0 and not mirrored:
             _fail(f"{what}: image {k} was {'not ' if case['p'] == 1.0 else ''}mirrored")
+    if not np.array_equal(np.asarray(output["the output once the images were changed"]), got):
+        _fail(f"{what}: the output changed when the images were changed afterwards: it shares their memory "
+              f"(batch[..., ::-1] is a view, and so is the batch itself); return a new array, as np.where makes")
 
 
 def _one_image():
@@ -909,9 +996,17 @@ def _(case, output):
     if output["type"] != wanted or got.shape != shape or got.dtype != x.dtype:
         _fail(f"{what}: expected a {wanted} of shape {shape} and dtype {x.dtype}, got a {output['type']} of shape "
               f"{got.shape} and dtype {got.dtype}")
-    for k, places in enumerate(_places(_padded(case), got if got.ndim == 4 else got[None])):
+    padded, got = _padded(case), got if got.ndim == 4 else got[None]
+    for k, places in enumerate(_places(padded, got)):
         if not places:
-            _fail(f"{what}: image {k} of the output is not a window of the padded image {k}")
+            _fail(f"{what}: image {k} of the output is not a window of the padded image {k} (padded with "
+                  f"{case['padding'] or 0} zeros on every side, np.pad's default constant mode)")
+    rng, (n, _, height, width) = np.random.default_rng(case["seed"]), padded.shape
+    top, left = rng.integers(0, height - h + 1, size=n), rng.integers(0, width - w + 1, size=n)
+    if not np.array_equal(got, np.stack([image[:, t:t + h, s:s + w] for image, t, s in zip(padded, top, left)])):
+        _fail(f"{what}: the windows are not at the places the notebook draws: all the tops first, "
+              f"generator.integers(0, H - h + 1, size=N), then all the lefts, generator.integers(0, W - w + 1, "
+              f"size=N), H and W the padded sizes")
 
 
 @check(task="08.10", points=1, examples=10, inputs=st.fixed_dictionaries({
@@ -943,7 +1038,9 @@ def _(case, output):
     tops, lefts = {p[0][0] for p in places}, {p[0][1] for p in places}
     if tops != set(range(2 * pad + 1)) or lefts != set(range(2 * pad + 1)):
         _fail(f"{what}: the windows started at rows {sorted(tops)} and columns {sorted(lefts)}; each must be drawn "
-              f"per image, uniform over 0..{2 * pad} (the padded size minus the window's, inclusive)")
+              f"per image, uniform over 0..{2 * pad} (the padded size minus the window's, inclusive)" + (
+                  "; and no window held a zero of the padding: pad with zeros (np.pad's default constant mode)"
+                  if not np.any(output == 0) else ""))
 
 
 @check(task="08.10", points=1, inputs=st.sampled_from([(5, None), ((3, 7), 1), (8, 1)]).map(

@@ -747,7 +747,9 @@ for bad, error_type in ((images.astype(np.uint8), TypeError), (images[:, :2], Va
 # `default_generator` when no generator was given), flip the images whose number is below `p`, and
 # keep the others. No loop over the batch: `batch[..., ::-1]` mirrors every image (a view, no copy),
 # and `np.where(flip[:, None, None, None], mirrored, batch)` picks per image. `p=0` never flips,
-# `p=1` always does.
+# `p=1` always does. Whatever `p`, return a new array, never a view of the input: `batch[..., ::-1]`
+# alone is a view (and so is `batch` itself), which would change when the caller's images change;
+# `np.where` always makes a new array.
 
 # %%
 #| export transforms
