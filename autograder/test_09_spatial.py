@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from checklib import (
     CheckFailed,
     Timed,
+    assert_close,
     capture_error,
     central_difference,
     check,
@@ -135,10 +136,10 @@ def _np_avg_pool(x, kernel, stride, padding, count_include_pad):
     out = tuple(_out_size(x.shape[2 + a], kernel[a], stride[a], padding[a], 1) for a in (0, 1))
     total = sum(patch for _, _, patch in _taps(_np_pad(x, padding), kernel, stride, (1, 1), out))
     if count_include_pad:
-        return total / (kernel[0] * kernel[1])
+        return (total / (kernel[0] * kernel[1])).astype(x.dtype)
     real = sum(patch for _, _, patch in _taps(_np_pad(np.ones((1, 1) + x.shape[2:]), padding), kernel, stride,
                                               (1, 1), out))
-    return total / real
+    return (total / real).astype(x.dtype)
 
 
 def _np_pool(case, x):
@@ -407,6 +408,19 @@ unchanged_then_expected(col2im_adds_every_entry_back_into_its_pixel, _col2im_sum
                         _ADVICE)
 
 
+@check(task="09.5", points=1, inputs=_conv_case(cols=True), examples=5, dtype=True, rtol=1e-5, atol=1e-5,
+       describe=lambda case: f"_col2im(cols, {case['x'].shape}, {case['w'].shape[2:]}, stride, padding, dilation) for "
+                             f"float32 cols of shape {case['cols'].shape}, stride={tuple(case['stride'])}, "
+                             f"padding={tuple(case['padding'])}, dilation={tuple(case['dilation'])}: cols' dtype kept")
+def col2im_keeps_the_dtype_of_cols(tt, case):
+    cols = case["cols"].astype(np.float32)
+    return module(tt, "spatial")._col2im(cols, case["x"].shape, tuple(case["w"].shape[2:]), **_geometry(case))
+
+
+col2im_keeps_the_dtype_of_cols.expected(lambda case: _col2im_sums({**case, "cols": case["cols"].astype(np.float32)})
+                                        .astype(np.float32))
+
+
 @check(variants=_per_setting("09.6", (1, 2, 1), dtype=np.float64, small=True, gradient=True), examples=5, **GRAD_TOL,
        describe=lambda case: f"x.grad, w.grad and b.grad after _Conv2d.apply(x, w[, b], ...).backward(g) for "
                              f"{_conv_words(case, 'float64')}")
@@ -429,13 +443,26 @@ unchanged_then_expected(conv_gradients_match_central_differences, _conv_gradient
        describe=lambda case: f"_Conv2d.apply(x, w[, b], ...).backward(g) for {_conv_words(case, 'float64')}, with only "
                              f"x requiring grad, then only w, then only b: the gradients")
 def conv_backward_computes_the_gradients_asked_for(tt, case):
-    inputs = _xwb(case)
-    return gradients_asked_for(tt, lambda *tensors: _conv_apply(tt, case, *tensors), list(inputs.values()), case["g"],
-                               list(inputs))
+    inputs, returned = list(_xwb(case).values()), []
+    for k in range(len(inputs)):  # what _Conv2d.backward itself returns (None or a shape per operand)
+        ctx = _conv_apply(tt, case, *[tt.Tensor(x, requires_grad=i == k) for i, x in enumerate(inputs)]).grad_fn
+        grads = module(tt, "spatial")._Conv2d.backward(ctx, np.asarray(case["g"]))
+        returned.append([None if grad is None else list(np.shape(grad)) for grad in grads])
+    return {**gradients_asked_for(tt, lambda *tensors: _conv_apply(tt, case, *tensors), inputs, case["g"],
+                                  list(_xwb(case))), "_Conv2d.backward returned": returned}
 
 
-conv_backward_computes_the_gradients_asked_for.expected(
-    lambda case: expected_gradients_asked_for(list(_xwb(case)), _conv_gradients(case)))
+@conv_backward_computes_the_gradients_asked_for.verdict
+def _(case, output):
+    what, names = conv_backward_computes_the_gradients_asked_for.what(case), list(_xwb(case))
+    for name, returned in zip(names, output["_Conv2d.backward returned"]):
+        extra = [other for other, grad in zip(names, returned) if other != name and grad is not None]
+        if extra:
+            raise CheckFailed(f"{what}: with only {name} requiring grad, backward computed a gradient for "
+                              f"{' and '.join(extra)} too: compute each only if ctx.needs_input_grad asks (the input "
+                              f"of a first layer is data: its gradient is a wasted matrix product and col2im)")
+    found = {key: value for key, value in output.items() if key != "_Conv2d.backward returned"}
+    assert_close(found, expected_gradients_asked_for(names, _conv_gradients(case)), what=what, **GRAD_TOL)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -477,25 +504,49 @@ unchanged_then_expected(conv2d_takes_ints_or_pairs_and_unbatched_input, _conv2d_
     input=case["x"][0] if case["unbatched"] else case["x"], weight=case["w"], bias=case["b"]), _ADVICE)
 
 
-_BAD_CONV = [  # input shape, weight shape, what must be named
-    ((2, 1, 8, 8), (4, 3, 3, 3), "channels"), ((1, 5, 6, 6), (2, 4, 3, 3), "channels"),
-    ((2, 6, 6), (4, 3, 3, 3), "channels"), ((8, 8), (4, 3, 3, 3), "rank"), ((2, 3, 1, 8, 8), (4, 3, 3, 3), "rank"),
-    ((3,), (4, 3, 1, 1), "rank")]
+_BAD_CONV = [  # input shape, weight shape, bias shape (None: no bias), what must be named
+    ((2, 1, 8, 8), (4, 3, 3, 3), None, "channels"), ((1, 5, 6, 6), (2, 4, 3, 3), None, "channels"),
+    ((2, 6, 6), (4, 3, 3, 3), None, "channels"), ((8, 8), (4, 3, 3, 3), None, "rank"),
+    ((2, 3, 1, 8, 8), (4, 3, 3, 3), None, "rank"), ((3,), (4, 3, 1, 1), None, "rank"),
+    ((1, 2, 5, 5), (3, 2, 3, 3), (1,), "bias"), ((1, 2, 5, 5), (3, 2, 3, 3), (3, 1), "bias")]
 
 
-@check(task="09.7", points=2, describe=lambda case: "conv2d(x, w) for x of the wrong channel count or rank: "
-                                                    + ", ".join(f"x {x} with w {w}" for x, w, _ in _BAD_CONV))
+def _bad_conv_words(x, w, b):
+    return f"conv2d(x, w{', b' if b else ''}) for x of shape {x}, w of shape {w}" + (f", b of shape {b}" if b else "")
+
+
+@check(task="09.7", points=2, describe=lambda case: "conv2d(x, w[, b]) for x of the wrong channel count or rank, or b "
+                                                    "of the wrong shape: " + ", ".join(_bad_conv_words(x, w, b) for
+                                                                                       x, w, b, _ in _BAD_CONV))
 def conv2d_rejects_a_wrong_rank_or_channel_count_naming_both(tt, case):
     f = tt.nn.functional.conv2d
-    return [capture_error(lambda x=x, w=w: f(tt.Tensor(np.ones(x, dtype=np.float32)),
-                                             tt.Tensor(np.ones(w, dtype=np.float32)))) for x, w, _ in _BAD_CONV]
+    return [capture_error(lambda x=x, w=w, b=b: f(tt.Tensor(np.ones(x, dtype=np.float32)), tt.Tensor(np.ones(
+        w, dtype=np.float32)), None if b is None else tt.Tensor(np.zeros(b, np.float32)))) for x, w, b, _ in _BAD_CONV]
 
 
 @conv2d_rejects_a_wrong_rank_or_channel_count_naming_both.verdict
 def _(case, output):
-    for (x, w, kind), found in zip(_BAD_CONV, output):
-        expect_error(f"conv2d(x, w) for x of shape {x} and w of shape {w}", found, "ValueError",
-                     names=[shape_texts(x), shape_texts(w)] if kind == "channels" else [shape_texts(x)])
+    for (x, w, b, kind), found in zip(_BAD_CONV, output):
+        names = {"channels": [shape_texts(x), shape_texts(w)], "rank": [shape_texts(x)], "bias": [shape_texts(b or ())]}
+        expect_error(_bad_conv_words(x, w, b) + (f" (a bias must have the shape (out_channels,) = ({w[0]},))" if b
+                                                 else ""), found, "ValueError", names=names[kind])
+
+
+@check(task="09.7", points=1, guard=True, inputs=_conv_case(np.float32), examples=3,  # a constant could pass
+       describe=lambda case: f"conv2d(x, w[, b]) for {_conv_words(case)}, w requiring grad: is its result a node of "
+                             f"the graph (a grad_fn)?")
+def conv2d_result_is_a_node_of_the_graph(tt, case):
+    w, b = tt.Tensor(case["w"], requires_grad=True), None if case["b"] is None else tt.Tensor(case["b"])
+    out = tt.nn.functional.conv2d(tt.Tensor(case["x"]), w, b, **_geometry(case))
+    return {"requires_grad": bool(out.requires_grad), "has a grad_fn": out.grad_fn is not None}
+
+
+@conv2d_result_is_a_node_of_the_graph.verdict
+def _(case, output):
+    if output != {"requires_grad": True, "has a grad_fn": True}:
+        raise CheckFailed(f"conv2d(x, w) with w requiring grad gave {output}: its result must be built by "
+                          f"_Conv2d.apply (a node of the graph, so that backward() reaches the weight), not by "
+                          f"wrapping an array in a Tensor (_conv2d_loops is for checking only)")
 
 
 _BAD_SETTINGS = [{"stride": 0}, {"stride": (1, 0)}, {"padding": -1}, {"dilation": 0}, {"dilation": (2, 0)},
@@ -665,8 +716,8 @@ def _(case, output):
 
 
 @check(task="09.8", points=1, examples=5, inputs=seed_pair(),
-       describe=lambda case: f"the weight and bias of Conv2d(3, 4, 2) after manual_seed({case['seeds'][0]}), again "
-                             f"after manual_seed({case['seeds'][0]}), once more, and after "
+       describe=lambda case: f"the weight and bias of Conv2d(3, 4, 2) after manual_seed({case['seeds'][0]}) (the "
+                             f"weight drawn first), again after manual_seed({case['seeds'][0]}), once more, and after "
                              f"manual_seed({case['seeds'][1]})")
 def conv2d_draws_come_from_the_default_generator(tt, case):
     def draw():
@@ -679,6 +730,12 @@ def conv2d_draws_come_from_the_default_generator(tt, case):
 def _(case, output):
     expect_seeded_draws(f"Conv2d(3, 4, 2)'s weight and bias after manual_seed({case['seeds'][0]}) twice, once more, "
                         f"and after manual_seed({case['seeds'][1]})", output)
+    rng, bound = np.random.default_rng(case["seeds"][0]), 1 / math.sqrt(12)
+    weight, bias = rng.uniform(-bound, bound, size=(4, 3, 2, 2)), rng.uniform(-bound, bound, size=4)
+    if not np.allclose(output["first"], np.concatenate([weight.ravel(), bias]), rtol=1e-6, atol=1e-7):
+        raise CheckFailed(f"Conv2d(3, 4, 2) after manual_seed({case['seeds'][0]}): the weight and bias are not "
+                          f"default_generator.uniform(-bound, bound, size=shape), the weight drawn first and then the "
+                          f"bias (as Linear does, and PyTorch)")
 
 
 _BAD_LAYERS = [[[1, 2, 0], {}], [[1, 2, 3], {"stride": 0}], [[1, 2, 3], {"padding": -1}], [[1, 2, 3], {"dilation": 0}],
@@ -737,7 +794,8 @@ def _pool_words(case):
 POOL_FORWARD = {"max": ("09.9", 3, _pool_case("max")), "avg": ("09.10", 2, _pool_case("avg"))}
 
 
-@check(examples=20, rtol=1e-5, atol=1e-6, variants=POOL_FORWARD, describe=lambda case: f"{_pool_words(case)} (float32)")
+@check(examples=20, rtol=1e-5, atol=1e-6, dtype=True, variants=POOL_FORWARD,
+       describe=lambda case: f"{_pool_words(case)} (float32: the result float32 too)")
 def pool_forward_matches_numpy(tt, case):
     x = tt.Tensor(case["x"].astype(np.float32))
     return {"afterwards": _after(tt, x=x), "result": _pool_apply(tt, case, x).numpy()}

@@ -50,7 +50,8 @@
 # the arithmetic plain; then the one the package uses, which turns the whole convolution into **one
 # matrix product** (im2col). Both compute the same numbers; the second is tens of times faster, and
 # you will measure that. Speed matters here more than anywhere so far: a convolutional network
-# spends nearly all of its time in its convolutions, and the grader times yours.
+# spends nearly all of its time in its convolutions, and the grader times your `conv2d`, forward and
+# backward (only the convolution is timed, not the pools).
 #
 # **Layout.** Images are `(N, C, H, W)`: batch, channels, height, width ("NCHW", PyTorch's layout). A
 # convolution's weight is `(out_channels, in_channels, kH, kW)`, its bias `(out_channels,)`.
@@ -588,7 +589,9 @@ plt.show()
 # - `groups` (grouped convolutions) is PyTorch's, and beyond this course: anything but 1 is a
 #   `ValueError` (given).
 #
-# Then `_Conv2d.apply(x, weight)` or `_Conv2d.apply(x, weight, bias)` with the pairs as keywords.
+# Then `_Conv2d.apply(x, weight)` or `_Conv2d.apply(x, weight, bias)` with the pairs as keywords: the
+# result is that node of the graph, so that `backward()` reaches the weight (`_conv2d_loops` is for
+# checking only: a Tensor wrapped around its array has no `grad_fn`).
 
 # %%
 #| export nn.functional
@@ -653,7 +656,8 @@ for bad_input, words in [(np.ones((2, 1, 8, 8)), ["(2, 1, 8, 8)", "(4, 3, 3, 3)"
 # **Initialisation**: PyTorch's, the same rule as `Linear`'s with the right fan-in. A filter sums over
 # its whole window, in_channels·kH·kW inputs, so fan_in = in_channels·kH·kW, and `kaiming_uniform_(a=√5)`
 # again gives weight and bias both uniform in ±1/√fan_in. Draw them from `default_generator`, weight
-# first, then bias, in `reset_parameters()` (which `__init__` calls), exactly as `Linear` does.
+# first, then bias, each `default_generator.uniform(-bound, bound, size=shape)`, in `reset_parameters()`
+# (which `__init__` calls), exactly as `Linear` does.
 #
 # `forward` and `extra_repr` are given: the forward calls `conv2d` with the settings, and the repr is
 # PyTorch's: `Conv2d(1, 16, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1))` (padding, dilation and
@@ -770,7 +774,9 @@ assert layer(Tensor(np.zeros((2, 3, 10, 10), dtype=np.float32))).shape == (2, 8,
 # outputs, so there **add** into the view (`+=`, as in col2im). When the windows do not overlap (the
 # usual `MaxPool2d(2)`), no pixel is in two windows and the product can be written straight into the
 # view, `np.multiply(grad_output, index == t, out=view)`, which skips reading the zeros.
-# `forward(ctx, x, kernel_size, stride, padding, dilation)` takes the four as pairs.
+# `forward(ctx, x, kernel_size, stride, padding, dilation)` takes the four as pairs and returns an array
+# of x's dtype; `backward(ctx, grad_output)` returns a 1-tuple `(grad_x,)`, one gradient per operand
+# (x is the only one: the settings are keywords), never a bare array.
 #
 # A NaN in the input is beyond this course (PyTorch propagates it; here it is never the maximum).
 
@@ -862,7 +868,9 @@ for geometry in [((2, 2), (2, 2), (0, 0), (1, 1)), ((3, 2), (1, 2), (1, 1), (1, 
 # The backward spreads each output's gradient evenly over its window: every tap's view of a zero padded
 # gradient receives `grad_output / divisor` (added: windows may overlap), then the padding is cut off.
 # `forward(ctx, x, kernel_size, stride, padding, count_include_pad)` takes pairs and a bool (average
-# pooling has no dilation in PyTorch).
+# pooling has no dilation in PyTorch) and returns an array of x's dtype: make the divisor in x's dtype
+# too (an integer divisor array turns float32 into float64). As for max pooling, `backward` returns
+# the 1-tuple `(grad_x,)`.
 
 # %%
 #| export
