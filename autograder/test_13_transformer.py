@@ -1,15 +1,15 @@
-"""Hidden suite of 13_transformer: layer normalisation (the fused Function's forward for one or more normalised
-axes, with and without weight and bias; its backward against float64 central differences and only the
-gradients asked for; `layer_norm` and `LayerNorm` with PyTorch's arguments and initialisation), the GELU
-feed-forward block, lean causal self-attention (against an independent numpy multi-head attention), the
-pre-norm block (forward, gradients against central differences, the cache passed on to its attention), the
-key-value cache (pieces through the cache equal the whole sequence), sampling (greedy, the documented single
-draw per sequence for a seeded generator, temperature, top-k), the GPT (parameters, GPT-2's initialisation,
-weight tying, logits and loss against a numpy GPT with the same weights) and `GPT.generate` (greedy and seeded
-sampling against a numpy generation loop, past block_size, with the cache, feeding only the newest token, and
-without). Families: causality in the attention, the block and the GPT; the LayerNorm's forward and gradients
-over its operand forms. Guards: the upstream gradient and the logits are read only, a Dropout of p = 0 is not
-called (it would draw a mask), greedy sampling draws nothing.
+"""Hidden suite of 13_transformer: layer normalisation (the fused Function's forward for one or more normalised axes,
+with and without weight and bias; its backward against float64 central differences and only the gradients asked for;
+`layer_norm` and `LayerNorm` with PyTorch's arguments and initialisation), the GELU feed-forward block, lean causal
+self-attention (against an independent numpy multi-head attention), the pre-norm block (forward, gradients against
+central differences, the cache passed on), the key-value cache (pieces, one token or several after cached ones, equal
+the whole), sampling (greedy, the documented single draw per sequence, temperature, top-k, the errors), the GPT
+(parameters, GPT-2's initialisation replayed draw by draw, weight tying, logits and loss against a numpy GPT with the
+same weights) and `GPT.generate` (greedy and seeded sampling against a numpy loop, past block_size, with the cache,
+feeding only the newest token, and without; under no_grad; the mode restored, also on an error). Families: causality
+in the attention, the block and the GPT; the LayerNorm over its operand forms; Dropout(0.5) applied in training mode.
+Guards: the upstream gradient and the logits are read only, a Dropout of p = 0 is not called (it would draw a mask),
+greedy sampling draws nothing.
 
 Every `expected` is an independent numpy computation in float64 with the case's weights; products by
 `np.einsum` (no BLAS on the judge's side: OpenBLAS called from several grading threads can spin). Private
@@ -549,22 +549,25 @@ def _(case):
 
 @check(task="13.7", points=2, inputs=_attention_case(), examples=15, rtol=1e-4, atol=1e-4,
        describe=lambda case: _attention_words(case) + f" with a KVCache: x fed as positions 0..{case['t']}, then one "
-                             f"at a time; the outputs, the cache's length, and one position too many (the error)")
+                             f"at a time; the outputs, the cache's length, and one position too many (the error); "
+                             f"and x fed to a new KVCache as position 0, then two positions at a time (several new "
+                             f"tokens after cached ones: the mask's k=length_before)")
 def kv_cache_pieces_equal_the_whole(tt, case):
     module, t = _attention_module(tt, case), case["t"]
     B, T, C = case["x"].shape
-    H = case["H"]
-    cache = tt.models.KVCache(B, H, T, C // H)
+    cache, pairs = (tt.models.KVCache(B, case["H"], T, C // case["H"]) for _ in range(2))
     pieces = [module(tt.Tensor(case["x"][:, :t + 1]), cache).numpy()]
     pieces += [module(tt.Tensor(case["x"][:, i:i + 1]), cache).numpy() for i in range(t + 1, T)]
     error = capture_error(lambda: module(tt.Tensor(case["x"][:, :1]), cache))["raised"]
-    return {"out": np.concatenate(pieces, axis=1), "length": cache.length, "error": error}
+    two = [module(tt.Tensor(case["x"][:, a:a + 2 - (a == 0)]), pairs).numpy() for a in [0, *range(1, T, 2)]]
+    return {"out": np.concatenate(pieces, axis=1), "length": cache.length, "error": error,
+            "out, position 0 then two at a time": np.concatenate(two, axis=1)}
 
 
 @kv_cache_pieces_equal_the_whole.expected
 def _(case):
-    return {"out": _np_attention(case["params"], "", np.asarray(case["x"], np.float64), case["C"], case["H"]),
-            "length": case["x"].shape[1], "error": "ValueError"}
+    out = _np_attention(case["params"], "", np.asarray(case["x"], np.float64), case["C"], case["H"])
+    return {"out": out, "length": case["x"].shape[1], "error": "ValueError", "out, position 0 then two at a time": out}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -602,7 +605,7 @@ def _(case):
 
 @check(task="13.8", points=1, describe=lambda case: "_sample(logits, 1.0, top_k=2, generator) 2000 times for one row "
                                                     "of probabilities [0.1, 0.2, 0.3, 0.4], 2000 times for its logits "
-                                                    "+ 800 without top_k; then temperature=-1 and top_k=0 (the errors)")
+                                                    "+ 800 without top_k")
 def sample_keeps_only_the_top_k(tt, case):
     sample = module(tt, "transformer")._sample
     generator = np.random.default_rng(0)
@@ -610,9 +613,7 @@ def sample_keeps_only_the_top_k(tt, case):
     draws = np.concatenate([sample(logits, 1.0, 2, generator) for _ in range(2000)])
     large = np.concatenate([sample(logits + 800.0, 1.0, None, generator) for _ in range(2000)])
     return {"counts": np.bincount(np.asarray(draws, np.int64), minlength=4),
-            "large": np.bincount(np.asarray(large, np.int64), minlength=4),
-            "errors": [capture_error(lambda: sample(logits, -1.0, None, generator)),
-                       capture_error(lambda: sample(logits, 1.0, 0, generator))]}
+            "large": np.bincount(np.asarray(large, np.int64), minlength=4)}
 
 
 @sample_keeps_only_the_top_k.verdict
@@ -627,8 +628,20 @@ def _(case, output):
     if large.shape != (4,) or np.abs(large - [0.1, 0.2, 0.3, 0.4]).max() > 0.05:
         raise CheckFailed(f"_sample for logits log([0.1, 0.2, 0.3, 0.4]) + 800: drawn with frequencies {large}, "
                           f"expected about [0.1, 0.2, 0.3, 0.4] (a stable softmax: subtract the row's maximum)")
-    for error, name, call in zip(output["errors"], ("temperature", "top_k"), ("temperature=-1", "top_k=0")):
-        expect_error(f"_sample with {call}", error, "ValueError", names=[name])
+
+
+@check(task="13.8", points=1, guard=True, describe=lambda case: "_sample(logits, temperature=-1, None, generator) and "
+                                                                "_sample(logits, 1.0, top_k=0, generator): the errors")
+def sample_rejects_a_negative_temperature_and_top_k_below_1(tt, case):
+    sample, generator, logits = module(tt, "transformer")._sample, np.random.default_rng(0), np.zeros((1, 4))
+    return [capture_error(lambda: sample(logits, -1.0, None, generator)),
+            capture_error(lambda: sample(logits, 1.0, 0, generator))]
+
+
+@sample_rejects_a_negative_temperature_and_top_k_below_1.verdict
+def _(case, output):
+    for error, name, call in zip(output, ("temperature", "top_k"), ("temperature=-1", "top_k=0")):
+        expect_error(f"_sample(logits, ...) with {call}", error, "ValueError", names=[name])
 
 
 @check(task="13.8", points=1, guard=True, inputs=_sample_case(), examples=10,
@@ -673,13 +686,18 @@ def _(case):
                                                     "initialisation)")
 def gpt_initialises_like_gpt2(tt, case):
     tt.manual_seed(0)
-    model = tt.models.GPT(50, 64, 3, 2, 32)
-    return {name: p.numpy() for name, p in model.named_parameters()}
+    found = {name: p.numpy() for name, p in tt.models.GPT(50, 64, 3, 2, 32).named_parameters()}
+    tt.manual_seed(0)  # the modules GPT creates, alone: the generator's state when the GPT-2 draws begin
+    [tt.nn.Embedding(50, 32), tt.nn.Embedding(64, 32), [tt.models.TransformerBlock(32, 2) for _ in range(3)],
+     tt.nn.LayerNorm(32), tt.nn.Linear(32, 50, bias=False)]
+    return {"parameters": found, "state": module(tt, "tensor").default_generator.bit_generator.state}
 
 
 @gpt_initialises_like_gpt2.verdict
 def _(case, output):
-    wanted = set(_param_shapes({"V": 50, "block": 64, "L": 3, "H": 2, "C": 32}))
+    state, output = output["state"], output["parameters"]
+    shapes = _param_shapes({"V": 50, "block": 64, "L": 3, "H": 2, "C": 32})
+    wanted = set(shapes)
     if set(output) != wanted:  # no parameters at all would pass every test below
         missing, extra = sorted(wanted - set(output)), sorted(set(output) - wanted)
         raise CheckFailed(f"GPT(50, 64, 3, 2, 32): expected the {len(wanted)} parameters of GPT-2's layout, but "
@@ -699,6 +717,18 @@ def _(case, output):
                 raise CheckFailed(f"{what}: LayerNorm keeps PyTorch's initialisation ({fill:g} everywhere)")
         elif np.any(value != 0):
             raise CheckFailed(f"{what}: a Linear's bias starts at zero")
+    replay = np.random.default_rng(0)
+    replay.bit_generator.state = state
+    drawn = {name: replay.normal(0.0, 0.02, size=shape) for name, shape in shapes.items() if len(shape) == 2}
+    drawn.update({name: replay.normal(0.0, 0.02 / math.sqrt(6), size=shapes[name]) for name in shapes if
+                  name.endswith("c_proj.weight")})
+    for name, value in drawn.items():
+        if not np.allclose(output[name], value.astype(np.float32), rtol=1e-6, atol=1e-9):
+            sentence = (f"GPT(50, 64, 3, 2, 32) after manual_seed(0): {name} is not the documented draw: after "
+                        f"creating the modules, draw each 2-D weight with default_generator.normal(0.0, 0.02, "
+                        f"size=p.shape), one after the other in the order of named_parameters(), then every "
+                        f"c_proj.weight anew (not scaled) with normal(0.0, 0.02 / sqrt(2 * n_layer), size=p.shape)")
+            raise CheckFailed(sentence, sentence)
 
 
 @check(task="13.9", points=1, describe=lambda case: "models.GPT(7, 5, 2, 2, 4, tie_weights=True): lm_head.weight is "
@@ -865,7 +895,8 @@ def _(case):
 @check(task="13.11", points=1, inputs=_gpt_case(steps=True), examples=5,
        describe=lambda case: _generate_words(case, "temperature=1.0") + " after manual_seed twice, in training mode: "
                              "the tokens both times (repeatable), the dtype, and the mode afterwards; greedy with "
-                             "dropout=0.5 (evaluation mode)")
+                             "dropout=0.5 (evaluation mode); and the mode after generate(prompt, 2, temperature=-1) "
+                             "raised, in training mode")
 def generate_uses_the_default_generator_and_restores_the_mode(tt, case):
     model = _gpt(tt, case)
     model.train()
@@ -876,8 +907,10 @@ def generate_uses_the_default_generator_and_restores_the_mode(tt, case):
     c = case["config"]
     dropping = _load(tt.models.GPT(c["V"], c["block"], c["L"], c["H"], c["C"], dropout=0.5), case["params"])
     greedy = dropping.generate(case["idx"], case["steps"], temperature=0).numpy()
-    return {"first": runs[0], "second": runs[1], "dtype": str(runs[0].dtype), "training": model.training,
-            "greedy with dropout": greedy}
+    found = {"first": runs[0], "second": runs[1], "dtype": str(runs[0].dtype), "training": model.training,
+             "greedy with dropout": greedy}
+    error = capture_error(lambda: model.generate(case["idx"], 2, temperature=-1))["raised"]
+    return {**found, "temperature=-1": error, "training after the error": model.training}
 
 
 @generate_uses_the_default_generator_and_restores_the_mode.verdict
@@ -895,7 +928,40 @@ def _(case, output):
                           f"choice without dropout: generate must run in evaluation mode")
     if output["training"] is not True:
         raise CheckFailed(f"{what}: generate must restore the training mode it found")
+    if output["training after the error"] is not True:
+        raise CheckFailed(f"{what}: after generate(prompt, 2, temperature=-1) raised ({output['temperature=-1']}), the "
+                          f"model was left in evaluation mode: restore the mode also on an error, self.train(mode) "
+                          f"in the finally of a try around the loop")
 
+
+
+@check(task="13.11", points=1, inputs=_gpt_case(steps=True), examples=3,
+       describe=lambda case: _generate_words(case, "temperature=0") + ", with and without the cache, then the model "
+                             "called on the prompt: whether the first block's outputs require grad")
+def generate_builds_no_graph(tt, case):
+    model, seen = _gpt(tt, case), []
+    forward = model.h[0].forward  # recorded below, then the model's own call outside generate
+
+    def recorded(*args, **kwargs):
+        out = forward(*args, **kwargs)
+        seen.append(bool(out.requires_grad))
+        return out
+    model.h[0].forward = recorded
+    for use_cache in (True, False):
+        model.generate(case["idx"], case["steps"], temperature=0, use_cache=use_cache)
+    model(case["idx"])
+    return seen
+
+
+@generate_builds_no_graph.verdict
+def _(case, output):
+    what, steps = _generate_words(case, "temperature=0"), case["steps"]
+    if len(output) != 2 * steps + 1 or output[-1] is not True:
+        raise CheckFailed(f"{what}: expected one call of the first block per new token and the model's own call, "
+                          f"{2 * steps + 1}, requiring grad only the last time; got {len(output)} calls")
+    if any(output[:-1]):
+        raise CheckFailed(*[f"{what}: the first block's outputs required grad during generate: it built the "
+                            f"autograd graph of every step; run the loop under `with no_grad():`"] * 2)
 
 # ---------------------------------------------------------------------------------------------------
 # Family: what a function only reads, it leaves as it found it (guards: a function that does nothing passes)
@@ -1000,3 +1066,59 @@ without_dropout_draws_no_random_numbers.verdict(lambda case, output: expect_no_d
     _quiet_words(case), output, "a Dropout of p = 0 must return its input and draw nothing (task 04.10: return x "
     "when p is 0)" + ("; when the MLP's check fails too, the draws are Dropout's or MLP's" if case["kind"] == "GPT"
                       else "")))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Family: a Dropout of p = 0.5 is applied in training mode, in the MLP (13.4), the attention (13.5) and the GPT's
+# forward (13.10, its drop alone: the blocks' dropout is 0): two calls differ, evaluation mode computes the model;
+# where the Dropout is last (MLP, attention), each element of the output is zeroed or doubled
+
+DROPPING = {"MLP": ("13.4", 1, _mlp_case()), "CausalSelfAttention": ("13.5", 1, _attention_case()),
+            "GPT": ("13.10", 1, _gpt_case().filter(lambda case: case["config"]["C"] > 1))}  # C = 1: ln_1 forgets x
+_DROPPING_FIX = {"MLP": "the forward ends with self.dropout(...), a Dropout(dropout) made in __init__",
+                 "CausalSelfAttention": "__init__ makes resid_dropout = Dropout(dropout) with the dropout given (the "
+                                        "given forward calls it)",
+                 "GPT": "the forward applies self.drop to wte(idx) + wpe(positions), before the blocks"}
+
+
+def _dropping_words(case):
+    if case["kind"] == "GPT":
+        return _gpt_words(case).replace(" on idx", " with its drop replaced by Dropout(0.5), on idx repeated 16 times "
+                                                   "along the batch from idx")
+    model = f"models.MLP({case['C']}, dropout=0.5)" if case["kind"] == "MLP" else \
+        f"models.CausalSelfAttention({case['C']}, {case['H']}, dropout=0.5)"
+    return f"{model} holding the case's weights, on x of shape {case['x'].shape} repeated 16 times along axis 0"
+
+
+@check(examples=5, variants={v: (task, points, cases.map(lambda case, v=v: {**case, "kind": v}))
+                             for v, (task, points, cases) in DROPPING.items()},
+       describe=lambda case: _dropping_words(case) + ": the outputs of two calls in training mode, and in evaluation "
+                                                     "mode")
+def dropout_is_applied_in_training_mode(tt, case):
+    if case["kind"] == "GPT":
+        model, given = _gpt(tt, case), np.concatenate([case["idx"]] * 16)
+        model.drop = tt.nn.Dropout(0.5)
+    else:
+        given = tt.Tensor(np.concatenate([case["x"]] * 16))
+        model = _load(tt.models.MLP(case["C"], dropout=0.5) if case["kind"] == "MLP" else
+                      tt.models.CausalSelfAttention(case["C"], case["H"], dropout=0.5), case["params"])
+    found = {"training": model.train()(given).numpy(), "training again": model(given).numpy()}
+    return {**found, "evaluation": model.eval()(given).numpy()}
+
+
+@dropout_is_applied_in_training_mode.verdict
+def _(case, output):
+    what, kind, params = _dropping_words(case), case["kind"], case["params"]
+    x = np.concatenate([case["idx"] if kind == "GPT" else np.asarray(case["x"], np.float64)] * 16)
+    right = _np_gpt(params, case["config"], x) if kind == "GPT" else _np_mlp(params, "", x) if kind == "MLP" else \
+        _np_attention(params, "", x, case["C"], case["H"])
+    assert_close(output["evaluation"], right, what=what + " (evaluation mode)", rtol=1e-4, atol=1e-4)
+    train, again, full = (np.asarray(output[name]) for name in ("training", "training again", "evaluation"))
+    if train.shape != full.shape or np.array_equal(train, again):
+        raise CheckFailed(*[f"{what}: two calls in training mode gave the same output: Dropout(0.5) is not "
+                            f"applied; {_DROPPING_FIX[kind]}"] * 2)
+    if kind != "GPT" and not np.all(np.isclose(train, 0, atol=1e-7) | np.isclose(train, 2 * full, rtol=1e-5,
+                                                                                 atol=1e-6)):
+        raise CheckFailed(*[f"{what}: in training mode each element of the output must be the evaluation mode's, "
+                            f"zeroed or doubled (Dropout(0.5) last, 04's scaling by 1 / (1 - p)); "
+                            f"{_DROPPING_FIX[kind]}"] * 2)

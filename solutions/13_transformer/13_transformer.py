@@ -699,7 +699,9 @@ assert _sample(scores, 1.0, None, np.random.default_rng(7)).tolist() == \
 # embeddings' weights from N(0, 0.02²), every `Linear`'s bias zero (LayerNorm keeps its ones and zeros),
 # and then every weight whose name ends in `c_proj.weight` (the two projections that write into the
 # residual stream) drawn again from N(0, (0.02 / √(2·n_layer))²): each block adds two of them to the
-# stream, so without the scaling the stream's variance would grow with the depth.
+# stream, so without the scaling the stream's variance would grow with the depth. Each draw is
+# `default_generator.normal(0.0, std, size=p.shape)`, one parameter after the other in that order (the
+# grader replays them), and the `c_proj` weights are drawn anew, not their first draw scaled.
 #
 # The class holds three tasks: `__init__` (13.9), `forward` (13.10, below the class) and `generate`
 # (13.11, after the tests of the forward), which puts together the cache and the sampling above.
