@@ -64,6 +64,156 @@ MISTAKES = [
             "if temperature == 0:\n        return logits.argmax(axis=-1)",
             "if temperature == 0:\n        generator.random((len(logits), 1))\n        return logits.argmax(axis=-1)",
             ("draw",)),
+    # from a new student's trial of 08-13 (issue #23)
+    Mistake("10", "10.12", "load lets json's JSONDecodeError through, not naming the file",
+            "        except ValueError as error:  # JSONDecodeError, UnicodeDecodeError\n"
+            '            raise ValueError(f"{path} is not a tokenizer file: it is not'
+            ' valid JSON ({error})") from None',
+            "        except UnicodeDecodeError as error:\n"
+            '            raise ValueError(f"{path} is not a tokenizer file: it is not'
+            ' valid JSON ({error})") from None',
+            ("JSONDecodeError's message",)),
+    Mistake("10", "10.10", "encode merges the pair of highest rank first",
+            "pair = min(zip(tokens, tokens[1:]), key=lambda pair: ranks.get(pair, _NEVER))",
+            "pair = max(zip(tokens, tokens[1:]), key=lambda pair: ranks.get(pair, -1))",
+            ("highest rank",)),
+    Mistake("11", "11.1", "_check_indices returns an int64 copy of the indices, not the array given",
+            '                             f"(0 to {num_embeddings - 1})")\n'
+            "    return index",
+            '                             f"(0 to {num_embeddings - 1})")\n'
+            "    return index.astype(np.int64)",
+            ("no copy",)),
+    Mistake("11", "11.7", "from_pretrained inverts freeze",
+            "layer.weight = Parameter(table, requires_grad=not freeze)",
+            "layer.weight = Parameter(table, requires_grad=freeze)",
+            ("requires_grad",)),
+    Mistake("11", "11.9", "SinusoidalPositionalEncoding keeps its table pe as a Parameter",
+            "        self.pe = sinusoidal_positions(max_len, embedding_dim)",
+            "        self.pe = Parameter(sinusoidal_positions(max_len, embedding_dim).data)",
+            ("not a Parameter",)),
+    Mistake("12", "12.1", "_attention_bias copies a float mask that already has the dtype",
+            "np.asarray(-np.inf, dtype))\n"
+            "    return mask.astype(dtype, copy=False)",
+            "np.asarray(-np.inf, dtype))\n"
+            "    return mask.astype(dtype)",
+            ("no copy",)),
+    Mistake("12", "12.6", "scaled_dot_product_attention calls the composed attention (NaN on a fully masked row)",
+            "return _ScaledDotProductAttention.apply(q, k, v, bias=bias, scale=scale)",
+            "return _attention_composed(q, k, v, bias, scale)",
+            ("fully masked",)),
+    Mistake("12", "12.9", "out_proj redrawn after in_proj_weight",
+            "        if self.in_proj_bias is not None:\n"
+            "            self.in_proj_bias.data[...] = 0.0",
+            "        self.out_proj.reset_parameters()\n"
+            "        if self.in_proj_bias is not None:\n"
+            "            self.in_proj_bias.data[...] = 0.0",
+            ("Linear(8, 8)",)),
+    Mistake("12", "12.10", "the attention weights returned carry a graph",
+            "        return out, Tensor(weights.mean(axis=1) if average_attn_weights else weights)",
+            "        weights = Tensor(weights, requires_grad=True)\n"
+            "        return out, weights.mean(axis=1) if average_attn_weights else weights",
+            ("requires_grad",)),
+    Mistake("12", "12.4", "the bias always added in place (scores += bias)",
+            "        if np.broadcast_shapes(scores.shape, bias.shape) == scores.shape:\n"
+            "            scores += bias\n"
+            "        else:\n"
+            "            scores = scores + bias                              # the bias adds batch axes",
+            "        scores += bias",
+            ("more batch axes",)),
+    Mistake("08", "08.1", "TensorDataset accepts a lone 0-d tensor (only first sizes compared)",
+            "if None in sizes or any(size != sizes[0] for size in sizes):",
+            "if any(size != sizes[0] for size in sizes):",
+            ("0-d",)),
+    Mistake("08", "08.1", "TensorDataset copies an ndarray it is given",
+            "tensors = tuple(as_tensor(t) for t in tensors)",
+            "tensors = tuple(t if isinstance(t, Tensor) else Tensor(np.array(t)) for t in tensors)",
+            ("copy",)),
+    Mistake("08", "08.5", "BatchSampler lists the whole sampler before its first batch",
+            "for index in self.sampler:\n"
+            "            batch.append(index)",
+            "for index in list(self.sampler):\n"
+            "            batch.append(index)",
+            ("generator",)),
+    Mistake("08", "08.7", "DataLoader builds every batch of the epoch before yielding the first",
+            "for indices in self.batch_sampler:\n"
+            "            yield self.collate_fn([self.dataset[index] for index in indices])",
+            "batches = [self.collate_fn([self.dataset[index] for index in indices]) for"
+            " indices in self.batch_sampler]\n"
+            "        yield from batches",
+            ("generator",)),
+    Mistake("08", "08.9", "RandomHorizontalFlip(p=1) returns the view batch[..., ::-1]",
+            "return _returned(np.where(flip[:, None, None, None], batch[..., ::-1], batch), x)",
+            "return _returned(batch[..., ::-1] if self.p >= 1 else np.where(flip[:, None,"
+            " None, None], batch[..., ::-1], batch), x)",
+            ("view",)),
+    Mistake("08", "08.10", "RandomCrop draws the lefts before the tops",
+            "top = generator.integers(0, height - h + 1, size=n)\n"
+            "        left = generator.integers(0, width - w + 1, size=n)",
+            "left = generator.integers(0, width - w + 1, size=n)\n"
+            "        top = generator.integers(0, height - h + 1, size=n)",
+            ("tops first",)),
+    Mistake("08", "08.10", "RandomCrop draws each image's top and left together",
+            "top = generator.integers(0, height - h + 1, size=n)\n"
+            "        left = generator.integers(0, width - w + 1, size=n)",
+            "places = generator.integers(0, [height - h + 1, width - w + 1], size=(n, 2))\n"
+            "        top, left = places[:, 0], places[:, 1]",
+            ("tops first",)),
+    Mistake("08", "08.6", "len(DataLoader) is the dataset's size",
+            "return len(self.batch_sampler)",
+            "return len(self.dataset)",
+            ("number of batches",)),
+    Mistake("08", "08.7", "DataLoader ignores collate_fn",
+            "yield self.collate_fn([self.dataset[index] for index in indices])",
+            "yield default_collate([self.dataset[index] for index in indices])",
+            ("collate_fn given",)),
+    Mistake("08", "08.10", "RandomCrop pads with the edge values, not zeros",
+            "batch = np.pad(batch, ((0, 0), (0, 0), (pad, pad), (pad, pad)))",
+            'batch = np.pad(batch, ((0, 0), (0, 0), (pad, pad), (pad, pad)), mode="edge")',
+            ("zeros",)),
+    Mistake("09", "09.10", "average pooling divides float32 by an integer divisor (float64 out)",
+            "        total /= divisor\n"
+            "        return total",
+            "        return total / (np.int64(kh * kw) if count_include_pad else divisor)",
+            ("float32",)),
+    Mistake("09", "09.5", "col2im accumulates in float64 whatever cols' dtype",
+            "grad = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=cols.dtype)",
+            "grad = np.zeros((n, c, h + 2 * ph, w + 2 * pw))",
+            ("float32",)),
+    Mistake("09", "09.7", "conv2d lets a bias of the wrong length broadcast",
+            "if bias is not None and tuple(bias.shape) != (weight.shape[0],):",
+            "if False:",
+            ("out_channels",)),
+    Mistake("09", "09.8", "Conv2d draws the bias before the weight",
+            "self.weight.data[...] = default_generator.uniform(-bound, bound, size=self.weight.shape)\n"
+            "        if self.bias is not None:\n"
+            "            self.bias.data[...] = default_generator.uniform(-bound, bound,"
+            " size=self.bias.shape)",
+            "if self.bias is not None:\n"
+            "            self.bias.data[...] = default_generator.uniform(-bound, bound,"
+            " size=self.bias.shape)\n"
+            "        self.weight.data[...] = default_generator.uniform(-bound, bound,"
+            " size=self.weight.shape)",
+            ("weight drawn first",)),
+    Mistake("09", "09.6", "_Conv2d.backward computes grad_x though x does not require grad",
+            "        if needs[0]:\n"
+            "            grad_cols",
+            "        if True:\n"
+            "            grad_cols",
+            ("needs_input_grad",)),
+    Mistake("09", "09.7", "conv2d wraps _conv2d_loops's array in a Tensor (no graph)",
+            "    if bias is None:\n"
+            "        out = _Conv2d.apply(batched, weight, **settings)\n"
+            "    else:\n"
+            "        out = _Conv2d.apply(batched, weight, bias, **settings)",
+            "    out = Tensor(_conv2d_loops(batched.data, weight.data, None if bias is"
+            " None else bias.data, **settings))",
+            ("_Conv2d.apply",)),
+    Mistake("09", "09.9", "_MaxPool2d.backward returns a bare array",
+            "out=view)     # each pixel in one window at most\n"
+            "        return (_unpad(grad, (ph, pw)),)",
+            "out=view)     # each pixel in one window at most\n"
+            "        return _unpad(grad, (ph, pw))",
+            ("tuple",)),
 ]
 
 
