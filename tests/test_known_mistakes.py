@@ -214,6 +214,56 @@ MISTAKES = [
             "out=view)     # each pixel in one window at most\n"
             "        return _unpad(grad, (ph, pw))",
             ("tuple",)),
+    Mistake("13", "13.7", "the cache's mask for several new tokens lacks the offset of the cached ones",
+            "np.tril(np.ones((new, end), dtype=bool), k=start)",
+            "np.tril(np.ones((new, end), dtype=bool))",
+            ("two positions at a time",)),
+    Mistake("13", "13.7", "the cache attends with is_causal=True for several new tokens",
+            "mask = None if new == 1 else np.tril(np.ones((new, end), dtype=bool), k=start)\n"
+            "        return scaled_dot_product_attention(q, Tensor(self.keys[:, :, :end]),"
+            " Tensor(self.values[:, :, :end]),\n"
+            "                                            attn_mask=mask)",
+            "return scaled_dot_product_attention(q, Tensor(self.keys[:, :, :end]),"
+            " Tensor(self.values[:, :, :end]),\n"
+            "                                            is_causal=new > 1)",
+            ("two positions at a time",)),
+    Mistake("13", "13.4", "the MLP's forward never calls its dropout",
+            "return self.dropout(x)",
+            "return x",
+            ("Dropout(0.5) is not applied",)),
+    Mistake("13", "13.5", "the attention's resid_dropout ignores the dropout given",
+            "self.resid_dropout = Dropout(dropout)",
+            "self.resid_dropout = Dropout(0.0)",
+            ("resid_dropout",)),
+    Mistake("13", "13.10", "the GPT's forward never calls drop",
+            "        x = self.drop(x)\n",
+            "",
+            ("self.drop",)),
+    Mistake("13", "13.9", "the GPT-2 draws in reversed order of named_parameters()",
+            "for name, p in self.named_parameters():\n"
+            "            if p.ndim == 2:",
+            "for name, p in reversed(list(self.named_parameters())):\n"
+            "            if p.ndim == 2:",
+            ("order of named_parameters",)),
+    Mistake("13", "13.9", "c_proj's weights scaled in place instead of drawn anew",
+            "p.data[...] = default_generator.normal(0.0, 0.02 / math.sqrt(2 * n_layer), size=p.shape)",
+            "p.data[...] = p.data / math.sqrt(2 * n_layer)",
+            ("anew",)),
+    Mistake("13", "13.11", "generate restores the mode only when it returns, not on an error",
+            "        finally:\n"
+            "            self.train(mode)",
+            "        except Exception:\n"
+            "            raise\n"
+            "        self.train(mode)",
+            ("also on an error",)),
+    Mistake("13", "13.11", "generate runs without no_grad",
+            "            with no_grad():",
+            "            if True:",
+            ("no_grad",)),
+    Mistake("13", "13.8", "a negative temperature is accepted",
+            "if temperature < 0:",
+            "if False:",
+            ("temperature",)),
 ]
 
 
