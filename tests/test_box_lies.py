@@ -153,6 +153,51 @@ for name in ("perf_counter", "monotonic", "thread_time", "process_time", "time")
     assert not found["sums_columns_fast"][0] and "times as long" in found["sums_columns_fast"][1]
 
 
+SLOWS_THE_YARDSTICK = '''
+import mmap, os, select, sys, threading, time
+
+_idle = mmap.mmap(-1, 1)  # shared with the burners: 1 from the end of colsum until the next request
+for _ in range(30):
+    if os.fork() == 0:  # a burner: each in a session of its own, so in a scheduling group of its own
+        os.setsid()
+        while True:
+            while _idle[0]:
+                sum(range(20000))
+            time.sleep(0.0005)
+
+
+def _watch(requests=int(sys.argv[4])):  # the runner's request pipe: a request is waiting, stop burning
+    poller = select.poll()
+    poller.register(requests, select.POLLIN)
+    while True:
+        if poller.poll(1000):
+            _idle[0] = 0
+            time.sleep(0.0002)
+
+
+threading.Thread(target=_watch, daemon=True).start()
+_loop = colsum
+
+def colsum(x):
+    out = _loop(x)
+    _idle[0] = 1  # the grader now times the yardstick
+    return out
+'''
+
+
+@pytest.mark.parametrize("isolation", ["none", pytest.param("bwrap", marks=pytest.mark.skipif(
+    not sandbox.bwrap_available(), reason="needs bubblewrap"))])
+@pytest.mark.slow  # thirty processes burning CPU at each timed case: left out by make test-fast
+def test_processes_of_the_package_cannot_slow_the_yardstick_while_it_is_timed(stage, tmp_path, isolation):
+    """A loop over elements, with processes that burn the CPU from the moment the package's call returns,
+    while the grader times the yardstick beside it: the package's box is stopped (SIGSTOP, every process of
+    its cgroup or tree) for the yardstick's turn, so the yardstick's time is its own and the loop fails. (In
+    official grading's boxes: bubblewrap's, and the unsandboxed one of --unsafe-no-sandbox.)"""
+    found = verdicts(grade(stage, tmp_path, GOOD + ELEMENT_LOOP + SLOWS_THE_YARDSTICK, isolation=isolation))
+    assert not found["sums_columns_fast"][0] and "times as long" in found["sums_columns_fast"][1], found
+    assert found["spins"][0] and found["after"][0]
+
+
 def test_results_cached_by_input_or_kept_from_the_first_call_do_not_pass_the_timed_check(stage, tmp_path):
     keeps_the_first = GOOD + '''
 _first = []

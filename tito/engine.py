@@ -538,8 +538,12 @@ def _run_check(plan: Plan, check: Check, conversation: _Conversation, yardstick:
         outcomes.append(reply)
         if "output" not in found:
             break
-        if check.timed is not None:
-            yard, why, yard_seconds, _ = yardstick().ask(check, case, run_deadline, float(check.timeout))
+        if check.timed is not None:  # the package's box stopped meanwhile: nothing of it competes
+            conversation.box.pause()
+            try:
+                yard, why, yard_seconds, _ = yardstick().ask(check, case, run_deadline, float(check.timeout))
+            finally:
+                conversation.box.resume()
             if yard is None or "output" not in yard:
                 raise RuntimeError(f"the yardstick of {check.name} failed ({why or _text(yard, 200)})")
             timings.append((seconds, yard_seconds))

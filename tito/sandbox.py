@@ -214,6 +214,15 @@ class Cgroup:
                 continue
         return None
 
+    def processes(self) -> list[int] | None:
+        """Every process in the cgroup now (however it left its parent's tree), or None."""
+        for folder in self.folders:
+            try:
+                return [int(pid) for pid in (folder / "cgroup.procs").read_text().split()]
+            except (OSError, ValueError):
+                continue
+        return None
+
     def enter(self) -> None:
         """Called in the box's first process before it starts anything: it and its descendants join."""
         for folder in self.folders:
@@ -291,9 +300,12 @@ def limiter(limits: Limits, isolation: str, cgroup: Cgroup | None = None) -> Cal
     # for a non-root grader RLIMIT_NPROC counts all of its own processes: allow those running now
     processes = limits.processes if os.geteuid() == 0 else _user_processes() + limits.processes
     cpu = int(limits.wall_seconds) + 5
+    subreaper = _subreaper() if isolation != "bwrap" else None
 
     def apply() -> None:
         os.setsid()
+        if subreaper is not None:  # orphans of the box become the runner's, not init's: close() finds them
+            subreaper()
         if cgroup is not None:
             cgroup.enter()
         if cgroup is None:  # else the cgroup limits resident memory, not reserved address space (thread stacks)
@@ -305,6 +317,19 @@ def limiter(limits: Limits, isolation: str, cgroup: Cgroup | None = None) -> Cal
         if isolation == "bwrap":
             resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
     return apply
+
+
+def _subreaper() -> Callable[[], None] | None:
+    """prctl(PR_SET_CHILD_SUBREAPER) for the box's first process (kept across exec), where libc has it: without a
+    PID namespace a process that double-forks out of the runner's tree would outlive the box. Looked up before
+    the fork, as a preexec_fn should do little."""
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError, ImportError):
+        return None
+    return lambda: prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp", "PYTHONHASHSEED": "0",
@@ -426,6 +451,7 @@ class Box:
         self.watched = time.monotonic()
         self.truncated = False
         self.closed = False
+        self.paused: set[int] = set()
         _OPEN.add(self)
 
     # -- what the box used, measured from outside
@@ -445,6 +471,41 @@ class Box:
         if time.monotonic() - self.watched > 0.5:  # a process forked since, or left unreaped, counts too
             self.watch_processes()
         return sum(_process_cpu(pid) for pid in self.pids)
+
+    def processes(self) -> list[int]:
+        """The box's processes now: its cgroup's, or the tree below the process started."""
+        found = self.cgroup.processes() if self.cgroup is not None else None
+        return found if found is not None else _descendants(self.process.pid)
+
+    def pause(self) -> None:
+        """Stop every process of the box (SIGSTOP, which no process can catch, block or ignore) until
+        resume(): a timed check's yardstick is timed while nothing of the package runs. Processes forked while
+        this runs are found by the next look and stopped in turn; it returns once a look finds none running.
+        Not in the "process" box of `tito test`: there the student's code fools only the student, and each look
+        at the process tree reads all of /proc (a few ms a timed case)."""
+        if self.isolation == "process":
+            return
+        for _ in range(PAUSE_LOOKS):
+            running = [pid for pid in self.processes() if _state(pid) not in ("T", "t", "Z", "X", "")]
+            if not running:
+                return
+            for pid in running:
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            self.paused.update(running)
+            time.sleep(0.001)
+
+    def resume(self) -> None:
+        if self.isolation == "process":
+            return
+        for pid in {*self.paused, *self.processes()}:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.paused.clear()
 
     # -- the conversation
 
@@ -515,8 +576,19 @@ class Box:
         return None, why
 
     def kill(self) -> None:
+        self._end_strays()
         if self.process.poll() is None:
             _kill(self.process)
+
+    def _end_strays(self) -> None:
+        """Without a PID namespace (every box but bubblewrap's), end the processes below the runner that left
+        its session, which killing its process group would not reach."""
+        if self.isolation != "bwrap" and self.process.poll() is None:
+            for pid in _descendants(self.process.pid)[1:]:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
 
     def close(self) -> int | None:
         """End the box (closing its request pipe ends the runner), free its cgroup; its exit status."""
@@ -524,6 +596,7 @@ class Box:
             return self.process.returncode
         self.closed = True
         _OPEN.discard(self)
+        self._end_strays()
         try:
             os.close(self.requests)
         except OSError:
@@ -555,6 +628,15 @@ def _stat_fields(pid: int) -> list[str]:
             return stream.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return []
+
+
+def _state(pid: int) -> str:
+    """A process's state letter ("R", "S", "T" stopped, "Z" ...), "" once it is gone."""
+    fields = _stat_fields(pid)
+    return fields[0] if fields else ""
+
+
+PAUSE_LOOKS = 50  # a box forking as fast as it can is stopped within a few looks: each stops all it finds
 
 
 def _process_cpu(pid: int) -> float:
