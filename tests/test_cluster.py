@@ -100,6 +100,8 @@ def small_class(tmp_path_factory) -> Path:
     submission(folder, "bob", filled=False)
     submission(folder, "eve_half", filled=True, tasks=HALF_TASKS)
     submission(folder, "fay_all_but_sum", filled=True, tasks=ALL_TASKS - {"01.8"})
+    # a student's id that is not UTF-8 (a folder name is any bytes): on a worker once shut every worker down
+    submission(folder, os.fsdecode(b"gus-\xff\xfe"), filled=True)
     return folder
 
 
@@ -135,12 +137,14 @@ class Killer:
     once its box runs, and starts a new worker in its place: `once` at its first start, `always` at each."""
 
     def __init__(self, client, cluster: LocalCluster, *, once: str, always: str) -> None:
-        from tito.cluster import TOPIC
+        from tito.cluster import TOPIC, label_digest
 
         self.cluster, self.once, self.always = cluster, once, always
         self.starts: list[tuple[str, str]] = []  # (label, worker address)
         self.killed: list[str] = []
-        client.subscribe_topic(TOPIC, lambda event: self.starts.append((event[1]["label"], event[1]["worker"])))
+        labels = {label_digest(label): label for label in (once, always)}
+        client.subscribe_topic(TOPIC, lambda event: self.starts.append((labels.get(event[1]["job"], ""),
+                                                                         event[1]["worker"])))
 
     def run(self, process: subprocess.Popen) -> None:
         handled = 0
@@ -338,3 +342,22 @@ def test_two_runs_into_one_output_folder_are_not_let_interleave_their_reports(tm
     finally:
         first.close()
     jobs.Journal(tmp_path / "out").close()  # free again once the first has ended
+
+
+def test_a_scheduler_left_without_workers_stops_the_run_in_one_sentence(monkeypatch):
+    """Every worker gone (or none started) and the scheduler still there: the coordinator does not wait for
+    ever, it stops the run as for a lost scheduler, saying how to start workers."""
+    from distributed import Client
+    from distributed import LocalCluster as InProcess
+
+    from tito import cluster, sandbox
+
+    monkeypatch.setattr(cluster, "NO_WORKERS_AFTER", 0.5)
+    with InProcess(n_workers=0, processes=False, dashboard_address=None) as local, \
+            Client(local, set_as_default=False) as client:
+        coordinator = cluster.Coordinator(client, local.scheduler_address, examples=None, isolation="process",
+                                          limits=sandbox.Limits())
+        started = time.monotonic()
+        with pytest.raises(cluster.NoWorkers, match="has had no worker for 0.5 s .*dask worker"):
+            coordinator._wait(client.submit(sum, [1, 2], key="tito-test-no-workers"))
+        assert time.monotonic() - started < 30

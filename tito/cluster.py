@@ -189,12 +189,21 @@ def _worker_name() -> str:
 TOPIC = "tito-jobs"
 
 
+def label_digest(label: str) -> str:
+    """What names a job in the workers' events: its label's hash. The label holds a student's id, which may be
+    any bytes a file name can hold (Dask writes events as msgpack, which fails on them later, in the worker's
+    background, and that failure shut every worker that ran such a job down), and is not for the scheduler."""
+    import hashlib
+
+    return hashlib.sha256(label.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 def _event(what: str, label: str, worker: str) -> None:
     """Tell the coordinator (subscribed to TOPIC) that a job started here: a second start is a retry."""
     try:
         from distributed import get_worker
 
-        get_worker().log_event(TOPIC, {"what": what, "label": label, "worker": worker})
+        get_worker().log_event(TOPIC, {"what": what, "job": label_digest(label), "worker": worker})
     except (ImportError, ValueError):
         pass
 
@@ -207,11 +216,17 @@ class SchedulerLost(Exception):
     """The scheduler went away: the run stops (what finished is kept)."""
 
 
+class NoWorkers(SchedulerLost):
+    """The scheduler answers but has had no worker for NO_WORKERS_AFTER seconds (every one of them stopped, or
+    none was started): the run stops as for a lost scheduler, its words saying which."""
+
+
 class KilledWorkers(Exception):
     """The job ended every worker that ran it, as many times as the scheduler allows: a graded 0."""
 
 
 LOST_AFTER = 20.0  # seconds without a scheduler before the run stops
+NO_WORKERS_AFTER = 120.0  # seconds of a scheduler without workers before the run stops
 
 
 class Coordinator:
@@ -225,6 +240,9 @@ class Coordinator:
         self.lock = threading.Lock()
         self.stopped = threading.Event()
         self.progress: Any = None
+        self.labels: dict[str, str] = {}  # label_digest -> label, of every job sent
+        self.looked = 0.0  # when the workers were last counted
+        self.workerless_since: float | None = None  # since when the scheduler has had none
 
     def watch(self, progress: Any) -> None:
         """Count each job's starts (a second start on another worker is a retry) from the workers' events."""
@@ -233,7 +251,9 @@ class Coordinator:
         def started(event: Any) -> None:
             _, message = event
             if isinstance(message, dict) and message.get("what") == "started" and self.progress is not None:
-                self.progress.started(str(message.get("label")))
+                label = self.labels.get(str(message.get("job")))
+                if label is not None:
+                    self.progress.started(label)
 
         self.client.subscribe_topic(TOPIC, started)
 
@@ -244,6 +264,7 @@ class Coordinator:
         def run(plan: Any, files: dict[str, str]) -> tuple[Any, str, str, float]:
             job = BoxJob(plan.stage.name, plan.seed, self.examples, engine.plan_fingerprint(plan), files,
                          self.isolation, self.limits, label)
+            self.labels[label_digest(label)] = label
             outcome = self._wait(self.client.submit(run_box, job, self._cases(plan), key=job_key(label)))
             return outcome.report, outcome.unwritable, outcome.worker, sum(outcome.seconds.values())
 
@@ -251,6 +272,7 @@ class Coordinator:
 
     def gpt(self, files: dict[str, str], steps: int, seed: int, label: str) -> Any:
         """A student's GPT trained on a worker: the box's Evidence (tito.leaderboard), judged by the caller."""
+        self.labels[label_digest(label)] = label
         return self._wait(self.client.submit(run_gpt, files, steps, seed, self.limits, self.isolation, label,
                                              key=job_key(f"gpt/{label}")))
 
@@ -290,6 +312,9 @@ class Coordinator:
                     if future.status == "error" or not self._lost():
                         raise
                     raise SchedulerLost(str(error)) from None
+                if self._workerless() > NO_WORKERS_AFTER:
+                    raise NoWorkers(f"the Dask scheduler at {self.address} has had no worker for "
+                                    f"{NO_WORKERS_AFTER:g} s (start them with `dask worker {self.address}`)")
                 if self._lost():
                     lost_since = lost_since or time.monotonic()
                     if time.monotonic() - lost_since > LOST_AFTER:
@@ -299,6 +324,21 @@ class Coordinator:
         finally:
             with self.lock:
                 self.futures.discard(future)
+
+    def _workerless(self) -> float:
+        """Seconds the scheduler has had no worker (0 while it has one), counted at most every 5 s."""
+        now = time.monotonic()
+        with self.lock:
+            if now - self.looked < 5.0:
+                return 0.0 if self.workerless_since is None else now - self.workerless_since
+            self.looked = now
+        try:
+            count = len(self.client.nthreads())
+        except Exception:  # noqa: BLE001 (a lost scheduler is _lost's to say)
+            return 0.0
+        with self.lock:
+            self.workerless_since = None if count else (self.workerless_since or now)
+            return 0.0 if self.workerless_since is None else now - self.workerless_since
 
     def _lost(self) -> bool:
         return str(getattr(self.client, "status", "running")) not in ("running", "newly-created")
@@ -328,9 +368,7 @@ def _same(text: str) -> str:
 def job_key(label: str) -> str:
     """The Dask key of one job's box: the label's hash (a student's id is not for the scheduler's logs) and a
     part of its own, as a key is run once per client."""
-    import hashlib
-
-    return f"tito-box-{hashlib.sha256(label.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}-{uuid.uuid4().hex[:12]}"
+    return f"tito-box-{label_digest(label)}-{uuid.uuid4().hex[:12]}"
 
 
 def run_gpt(files: dict[str, str], steps: int, seed: int, limits: Any, isolation: str, label: str) -> Any:

@@ -244,8 +244,8 @@ def _leaderboard(root: Path, found: dict, key: str, out: Path, jobs: int, limits
     try:
         if not _run_shown("training", sorted(found), run_one, record, progress, coordinator, jobs, fault=fault):
             stopped = jobs_.interrupted(out, len(entries), len(found) - len(entries))
-    except _lost():
-        stopped = TitoError(f"the Dask scheduler at {coordinator.address} went away: the {len(entries)} runs "
+    except _lost() as error:
+        stopped = TitoError(f"{_gone(error, coordinator.address)}: the {len(entries)} runs "
                             f"finished are in {out / 'leaderboard.csv'}; run the same command again", code=1)
     ranked = leaderboard.rank(list(entries.values()))
     leaderboard.write_leaderboard(out, ranked)
@@ -358,10 +358,10 @@ def _run(grader: grading.Grader, todo: list[jobs_.Job], work: list[jobs_.Job], f
     stopped: TitoError | None = None
     try:
         completed = _run_shown("grading", todo, run_one, record, progress, coordinator, jobs)
-    except _lost():
-        stopped = TitoError(f"the Dask scheduler at {coordinator.address} went away: the {finished} "
-                            f"grades finished are in {out}; start the scheduler again and run the same command "
-                            f"to grade the {len(todo) - finished} left", code=1)
+    except _lost() as error:
+        stopped = TitoError(f"{_gone(error, coordinator.address)}: the {finished} grades finished are in "
+                            f"{out}; start the scheduler and its workers again and run the same command to grade "
+                            f"the {len(todo) - finished} left", code=1)
         completed = True
     table.close()
     if not completed:
@@ -396,6 +396,13 @@ def _run_shown(what: str, items: list, run_one: Any, record: Any, progress: jobs
 
         return jobs_.run_all(items, run_one, threads=threads, record=record, progress=progress, stop=stop,
                              show=show, fatal=(_lost(),), fault=fault)
+
+
+def _gone(error: Exception, address: str) -> str:
+    """What stopped a cluster run: the scheduler gone, or a scheduler left without workers."""
+    from tito.cluster import NoWorkers
+
+    return str(error) if isinstance(error, NoWorkers) else f"the Dask scheduler at {address} went away"
 
 
 def _lost() -> type[Exception]:
