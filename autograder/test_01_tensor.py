@@ -16,7 +16,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from checklib import CheckFailed, Timed, arrays, capture_error, check, module, shapes
+from checklib import CheckFailed, Timed, arrays, capture_error, check, module, shapes, with_article
 
 # --- compute helpers: they run beside the package under test -------------------------------------------
 
@@ -109,7 +109,7 @@ def failed(message: str) -> CheckFailed:
 def expect_error(output: dict, what: str, *parts: str, error: str = "ValueError") -> None:
     if output.get("raised") != error:
         got = "no error" if output.get("raised") is None else f"{output['raised']}: {output.get('message')}"
-        raise failed(f"{what}: expected a {error} but got {got}")
+        raise failed(f"{what}: expected {with_article(error)} but got {got}")
     missing = [part for part in parts if part not in output.get("message", "")]
     if missing:
         raise failed(f"{what}: the {error} should name {' and '.join(parts)}, but its message is {output['message']!r}")

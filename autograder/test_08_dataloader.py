@@ -783,8 +783,9 @@ def batches_are_made_one_at_a_time(tt, case):
 def _(case, output):
     what, size = _lazy_words(case), case["batch_size"]
     if output["indices s had yielded"] > size or len(output["items asked for"]) > size:
-        _fail(f"{what}: by the first batch s had yielded {output['indices s had yielded']} indices and the dataset "
-              f"was asked for {len(output['items asked for'])} items, not {size}: make each batch when it is asked "
+        _fail(f"{what}: by the first batch, s had yielded {output['indices s had yielded']} indices and the "
+              f"dataset had been asked for {len(output['items asked for'])} of its items, where a batch of {size} "
+              f"needs {size} of each: make each batch when it is asked "
               f"for (a generator that yields inside the loop over self.sampler, and over self.batch_sampler), never "
               f"list(...) or every batch first: an endless sampler would never give a batch")
     assert_close(output, {"first batch": list(range(size)), "indices s had yielded": size, "items asked for": list(

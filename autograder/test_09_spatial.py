@@ -38,6 +38,7 @@ from checklib import (
     shape_texts,
     signed_arrays,
     unchanged_then_expected,
+    with_article,
 )
 
 GRAD_TOL = {"rtol": 1e-4, "atol": 1e-5}
@@ -295,7 +296,7 @@ def _(case, output):
         if len(found) == 3:
             raise CheckFailed(f"{what}: expected a {error} ({reason}) but got the {found[0]} {found[2]}")
         if found[0] != error:
-            raise CheckFailed(f"{what}: expected a {error} ({reason}) but got a {found[0]}")
+            raise CheckFailed(f"{what}: expected a {error} ({reason}) but got {with_article(found[0])}")
         if not found[1]:
             raise CheckFailed(f"{what}: the {error}'s message must name the argument ('stride')")
 
@@ -961,14 +962,16 @@ def _pool_module_case(draw):
 @check(task="09.12", points=2, inputs=_pool_module_case(), examples=15, rtol=1e-5, atol=1e-5,
        describe=lambda case: f"{'MaxPool2d' if case['pool'] == 'max' else 'AvgPool2d'}("
                              f"{', '.join(f'{k}={v}' for k, v in _pool_arguments(case).items())}): its settings, and "
-                             f"its output for x of shape {case['x'].shape}")
+                             f"its output for x of shape {case['x'].shape}; and the kernel_size and stride of "
+                             f"MaxPool2d(2) and AvgPool2d(3, 1), kept as given (ints, as PyTorch keeps them)")
 def pooling_modules_keep_their_settings_and_pool(tt, case):
     module = (tt.nn.MaxPool2d if case["pool"] == "max" else tt.nn.AvgPool2d)(**_pool_arguments(case))
     names = ["kernel_size", "stride", "padding"] + (["dilation"] if case["pool"] == "max" else ["count_include_pad"])
     settings, x = {name: getattr(module, name) for name in names}, tt.Tensor(case["x"].astype(np.float32))
     return {"afterwards": _after(tt, input=x), "settings": {name: list(value) if isinstance(value, tuple) else value
                                                             for name, value in settings.items()},
-            "parameters": len(list(module.parameters())), "output": module(x).numpy()}
+            "parameters": len(list(module.parameters())), "output": module(x).numpy(),
+            "given as ints": [[pool.kernel_size, pool.stride] for pool in (tt.nn.MaxPool2d(2), tt.nn.AvgPool2d(3, 1))]}
 
 
 @pooling_modules_keep_their_settings_and_pool.expected          # not a verdict: a max over padding alone is -inf
@@ -976,4 +979,4 @@ def _(case):
     settings = {name: list(v) if isinstance(v, tuple) else v for name, v in _pool_arguments(case).items()}
     settings.setdefault("stride", settings["kernel_size"])
     return {"afterwards": _kept(input=case["x"].astype(np.float32)), "settings": settings, "parameters": 0,
-            "output": _np_pool(case, case["x"].astype(np.float32))}
+            "output": _np_pool(case, case["x"].astype(np.float32)), "given as ints": [[2, 2], [3, 1]]}

@@ -807,6 +807,26 @@ def _(case):
     return {"logits": logits, "loss": np.asarray(-log_probs[np.arange(len(targets)), targets].mean())}
 
 
+@check(task="13.10", points=1, inputs=_gpt_case(), examples=8, rtol=1e-4, atol=1e-4,
+       describe=lambda case: _gpt_words(case) + ": the logits with the prompt fed in two parts through the same "
+                             "caches (make_caches); and, once block_size positions are cached, one token more (the "
+                             "error)")
+def gpt_forward_with_caches_continues_the_positions(tt, case):
+    model, idx = _gpt(tt, case), case["idx"]
+    caches, split = model.make_caches(idx.shape[0]), max(1, case["t"])
+    parts = [model(part, caches=caches).numpy() for part in (idx[:, :split], idx[:, split:]) if part.shape[1]]
+    full = model.make_caches(idx.shape[0])
+    model(np.zeros((idx.shape[0], case["config"]["block"]), np.int64), caches=full)
+    past = capture_error(lambda: model(np.zeros((idx.shape[0], 1), np.int64), caches=full))["raised"]
+    return {"logits of the two parts": np.concatenate(parts, axis=1), "one token past the cached block_size": past}
+
+
+@gpt_forward_with_caches_continues_the_positions.expected
+def _(case):
+    return {"logits of the two parts": _np_gpt(case["params"], case["config"], case["idx"]).astype(np.float32),
+            "one token past the cached block_size": "ValueError"}
+
+
 # ---------------------------------------------------------------------------------------------------
 # 13.11 generate
 
@@ -908,7 +928,8 @@ def generate_uses_the_default_generator_and_restores_the_mode(tt, case):
     dropping = _load(tt.models.GPT(c["V"], c["block"], c["L"], c["H"], c["C"], dropout=0.5), case["params"])
     greedy = dropping.generate(case["idx"], case["steps"], temperature=0).numpy()
     found = {"first": runs[0], "second": runs[1], "dtype": str(runs[0].dtype), "training": model.training,
-             "greedy with dropout": greedy}
+             "greedy with dropout": greedy,
+             "greedy without dropout": _gpt(tt, case).generate(case["idx"], case["steps"], temperature=0).numpy()}
     error = capture_error(lambda: model.generate(case["idx"], 2, temperature=-1))["raised"]
     return {**found, "temperature=-1": error, "training after the error": model.training}
 
@@ -922,8 +943,11 @@ def _(case, output):
                           f"shape {(B, T + case['steps'])}, got shape {first.shape} and dtype {output['dtype']}")
     if not np.array_equal(first, output["second"]):
         raise CheckFailed(f"{what}: the same manual_seed must give the same tokens (draw from default_generator)")
-    if not np.array_equal(output["greedy with dropout"], _np_generate(case["params"], case["config"], case["idx"],
-                                                                      case["steps"], 0, None, 0)):
+    greedy = _np_generate(case["params"], case["config"], case["idx"], case["steps"], 0, None, 0)
+    if not np.array_equal(output["greedy without dropout"], greedy):
+        raise CheckFailed(f"{what}: temperature=0 gives other tokens than the argmax even without dropout, so the "
+                          f"mode cannot be judged: fix the greedy check of 13.11 (or 13.10's forward) first")
+    if not np.array_equal(output["greedy with dropout"], greedy):
         raise CheckFailed(f"{what}: a GPT with dropout=0.5 in training mode generated other tokens than its greedy "
                           f"choice without dropout: generate must run in evaluation mode")
     if output["training"] is not True:

@@ -264,6 +264,22 @@ MISTAKES = [
             "if temperature < 0:",
             "if False:",
             ("temperature",)),
+    # a second new student's trial of 08-13 (2026-12-03): the mistakes that passed, or lost points elsewhere
+    Mistake("09", "09.12", "a pooling module turns an int kernel_size into a pair",
+            "self.stride = kernel_size if stride is None else stride\n"
+            "        self.padding, self.dilation, self.ceil_mode = padding, dilation, ceil_mode",
+            "self.stride = kernel_size if stride is None else stride\n"
+            "        self.padding, self.dilation, self.ceil_mode = padding, dilation, ceil_mode\n"
+            "        self.kernel_size = _pair(kernel_size, 'kernel_size', 1)", ("given as ints",)),
+    Mistake("11", "11.8", "sines and cosines in each other's columns",
+            "table[:, 0::2] = np.sin(angles)\n    table[:, 1::2] = np.cos(angles[:, :embedding_dim // 2])",
+            "table[:, 0::2] = np.cos(angles)\n    table[:, 1::2] = np.sin(angles[:, :embedding_dim // 2])",
+            ("even columns",)),
+    Mistake("13", "13.10", "positions restart at 0 after the cached tokens",
+            "self.wpe(np.arange(start, start + length))", "self.wpe(np.arange(length))", ("two parts",)),
+    Mistake("13", "13.10", "the length check forgets the cached positions",
+            "if idx.ndim != 2 or start + length > self.block_size:", "if idx.ndim != 2 or length > self.block_size:",
+            ("past the cached block_size",)),
 ]
 
 

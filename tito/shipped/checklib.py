@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "Check", "CheckFamily", "Timed", "CheckFailed", "check", "module", "expect_error", "assert_close",
+    "Check", "CheckFamily", "Timed", "CheckFailed", "check", "module", "expect_error", "with_article", "assert_close",
     "capture_error", "central_difference",
     "finite", "shapes", "arrays", "floats_arrays", "signed_arrays", "upstream", "gradient_case", "leaf_gradients",
     "gradients_asked_for", "expected_gradients_asked_for", "expect_causal",
@@ -183,14 +183,19 @@ def finite(output: Any, *, what: str) -> None:
         raise CheckFailed(f"{what}: the result holds NaN or infinity", f"{what}: the result holds NaN or infinity")
 
 
+def with_article(noun: str) -> str:
+    """ "a ValueError", "an IndexError": the noun after the article its first letter asks for."""
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
+
+
 def expect_error(what: str, output: dict, error: str | None, words: tuple = (), *, names: Any = ()) -> None:
     """Judge a ``capture_error`` result: ``error`` raised (None: no error; "any": some error), its message
     holding one of ``words`` (lower case), and each of ``names``: a text as written, an int as a whole number
     (not a part of 123 or 1.5), a set of them as one of them (``shape_texts((2, 3))``)."""
     raised, message = output["raised"], output["message"]
-    wanted = "no error" if error is None else "an error" if error == "any" else f"a {error}"
+    wanted = "no error" if error is None else "an error" if error == "any" else with_article(error)
     if (raised is None) != (error is None) or error not in ("any", raised):
-        said = f"a {raised} ({message!r:.80})" if raised else "no error"
+        said = f"{with_article(raised)} ({message!r:.80})" if raised else "no error"
         raise CheckFailed(f"{what}: expected {wanted} but got {said}",
                           f"{what}: expected {wanted} but got {raised or 'none'}")
     if raised and words and not any(word in message.lower() for word in words):
@@ -307,7 +312,8 @@ def assert_close(output: Any, expected: Any, *, what: str, rtol: float = 1e-5, a
         return
     if isinstance(expected, (list, tuple)) and (exact_dtype or not _is_numeric_sequence(expected)):
         if not isinstance(output, (list, tuple)) or len(output) != len(expected):
-            raise CheckFailed(f"{what}: expected {len(expected)} results but got {output!r:.80}",
+            raise CheckFailed(f"{what}: expected {len(expected)} part{'' if len(expected) == 1 else 's'} but got "
+                              f"{output!r:.80}",
                               f"{what}: the result does not have the expected number of parts")
         for index, (out, exp) in enumerate(zip(output, expected)):
             assert_close(out, exp, what=f"{what} (part {index + 1} of {len(expected)})", rtol=rtol, atol=atol,
