@@ -317,6 +317,20 @@ def test_a_huge_folder_is_searched_up_to_the_bound(tmp_path: Path, monkeypatch: 
     assert "alice holds more than 50 files and folders" in notes_of(found, "alice")
 
 
+
+def test_a_stages_notebook_is_found_by_its_name_however_many_files_lie_beside_it(tmp_path, monkeypatch) -> None:
+    """A data set saved beside the notebook uses up the search's bound in whatever order the folder lists its
+    files: the stage's own NN_name.ipynb at the top is looked up by name first (an attack found it hidden)."""
+    monkeypatch.setattr(submissions, "MAX_ENTRIES", 50)
+    for i in range(200):
+        write(tmp_path / "alice" / f"image{i:03d}.png", b"")
+    write(tmp_path / "alice" / "01_tensor.ipynb", notebook())
+    write(tmp_path / "alice" / "work" / "02_autograd.ipynb", notebook())  # not at the top: the bound decides
+    found = find(tmp_path, STAGES)
+    assert found["alice"].notebooks["01_tensor"] == notebook()
+    assert "alice holds more than 50 files and folders" in notes_of(found, "alice")
+
+
 # Zips
 
 

@@ -169,7 +169,7 @@ def _read_submission(student: str, entry: os.DirEntry, top: int, stages: Collect
             notes.append(f"{_shown(here)} is a symbolic link, which is never followed")
         elif entry.is_dir(follow_symlinks=False):
             with _opened(top, here) as folder:
-                notebooks = _choose(_folder_candidates(folder, entry.name, notes), stages, notes)
+                notebooks = _choose(_folder_candidates(folder, entry.name, notes, stages), stages, notes)
         elif entry.name.endswith(".zip"):
             notebooks = _read_zip(top, entry.name, stages, notes)
         else:
@@ -184,11 +184,22 @@ def _read_submission(student: str, entry: os.DirEntry, top: int, stages: Collect
     return Submission(student, notebooks, notes)
 
 
-def _folder_candidates(folder: int, name: str, notes: list[str]) -> list[_Candidate]:
-    """The notebooks in a student's folder (open as `folder`), searched breadth first so that a deep or huge
-    tree (a virtual environment, a data set) uses up the bounds only after the shallow notebooks were found.
+def _folder_candidates(folder: int, name: str, notes: list[str],
+                       stages: Collection[str] = ()) -> list[_Candidate]:
+    """The notebooks in a student's folder (open as `folder`): first each stage's own NN_name.ipynb at its top,
+    looked up by name (however many files lie beside it), then the rest searched breadth first so that a deep or
+    huge tree (a virtual environment, a data set) uses up the bounds only after the shallow notebooks were found.
     A candidate's parts are its path from the class folder; it is read below `folder`."""
     candidates: list[_Candidate] = []
+    named = set()
+    for stage in stages:
+        try:
+            if stat.S_ISREG(os.stat(f"{stage}.ipynb", dir_fd=folder, follow_symlinks=False).st_mode):
+                named.add(f"{stage}.ipynb")
+                candidates.append(_Candidate((name, f"{stage}.ipynb"),
+                                             functools.partial(_read_file, folder, (f"{stage}.ipynb",))))
+        except OSError:
+            continue
     pending: deque[tuple[str, ...]] = deque([()])
     visited, too_deep = 0, False
     while pending:
@@ -201,8 +212,8 @@ def _folder_candidates(folder: int, name: str, notes: list[str]) -> list[_Candid
                         notes.append(f"{_shown(name)} holds more than {MAX_ENTRIES} files and folders; "
                                      f"only the first {MAX_ENTRIES} were looked at")
                         return candidates
-                    if entry.name.startswith("."):
-                        continue  # checkpoints, git, virtual environments, macOS ._ files
+                    if entry.name.startswith(".") or not below and entry.name in named:
+                        continue  # checkpoints, git, virtual environments, macOS ._ files; found already
                     path = (*below, entry.name)
                     mode = entry.stat(follow_symlinks=False).st_mode
                     if stat.S_ISLNK(mode):
