@@ -1,14 +1,18 @@
-"""The GPT leaderboard (tito/leaderboard.py): each package trained in the real bubblewrap sandbox, judged here
-from its predictions of characters the box never holds; hostile packages ranked last with their reason.
-Short runs (STEPS steps, WINDOWS windows) in the judged set-up; the judged run is 1,500 steps."""
+"""The GPT leaderboard (tito/leaderboard.py): each package trained in the real bubblewrap sandbox, its weights
+scored by the course's GPT in a second box and judged here on characters neither box's student code holds;
+hostile packages ranked last with their reason. Short runs (STEPS steps, WINDOWS windows) in the judged
+set-up; the judged run is 1,500 steps."""
 
 from __future__ import annotations
 
 import ast
+import json
 import math
 import os
 import pickle
 import stat
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +22,7 @@ import pytest
 from tito import leaderboard, package, sandbox
 from tito.leaderboard import Entry, Evidence
 from tito.project import stages
+from tito.shipped import wire
 from tito.source import read_source
 
 from conftest import REPO
@@ -48,8 +53,13 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def run(files: dict[str, str], scratch: Path, *, steps: int = STEPS, isolation: str = "bwrap",
         cpu_seconds: float | None = None) -> Evidence:
-    return leaderboard.train(files, steps=steps, seed=SEED, limits=LIMITS, isolation=isolation, slot=0,
-                             scratch=scratch, windows=WINDOWS, cpu_seconds=cpu_seconds)
+    return leaderboard.train(files, files_of_the_course(), steps=steps, seed=SEED, limits=LIMITS,
+                             isolation=isolation, slot=0, scratch=scratch, windows=WINDOWS, cpu_seconds=cpu_seconds)
+
+
+def files_of_the_course() -> dict[str, str]:
+    """The course's package that scores every student's weights, as `tito grade` passes it."""
+    return leaderboard.reference_files(REPO, stages(REPO)[-1])
 
 
 def with_code(files: dict[str, str], code: str) -> dict[str, str]:
@@ -142,6 +152,23 @@ def test_the_windows_are_the_same_for_a_seed_and_unknown_from_the_training_seed(
 # ---------------------------------------------------------------------------------------------------
 # Hostile packages: nothing they do earns a place
 
+ASKED_FOR_WEIGHTS = '''
+import sys as _sys
+
+
+def _asked_for_weights():
+    """Whether the trainer is taking the trained model's parameters (its weights request), not training."""
+    frame = _sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "trained_parameters":
+            return True
+        frame = frame.f_back
+    return False
+
+
+_named = GPT.named_parameters
+'''
+
 PEEKS = '''
 import glob as _glob
 import gzip as _gzip
@@ -199,12 +226,22 @@ _forward = GPT.forward
 
 
 def _burning_forward(self, idx, targets=None, caches=None):
-    while WHEN:
+    while True:
         pass
-    return _forward(self, idx, targets, caches)
 
 
 GPT.forward = _burning_forward
+'''
+
+BURNS_AT_WEIGHTS = ASKED_FOR_WEIGHTS + '''
+
+def _burning_named_parameters(self, *args, **kwargs):
+    while _asked_for_weights():
+        pass
+    return _named(self, *args, **kwargs)
+
+
+GPT.named_parameters = _burning_named_parameters
 '''
 
 HOGS = '''
@@ -221,70 +258,181 @@ GPT.forward = _hoarding_forward
 
 BREAKS_IMPORT = "import tinytorch_helpers_nobody_installed\n"
 
-NAN = '''
-_forward = GPT.forward
+# The weights it sends are NaN: the course's GPT then predicts NaN
+NAN = ASKED_FOR_WEIGHTS + '''
+
+def _nan_named_parameters(self, *args, **kwargs):
+    named = list(_named(self, *args, **kwargs))
+    if _asked_for_weights():
+        for _, param in named:
+            param.data[...] = float("nan")
+    return iter(named)
 
 
-def _nan_forward(self, idx, targets=None, caches=None):
-    out = _forward(self, idx, targets, caches)
-    return out if targets is not None else out * float("nan")
-
-
-GPT.forward = _nan_forward
+GPT.named_parameters = _nan_named_parameters
 '''
 
-# Writes its own reply on the report pipe, before the trainer's: log p = 0 for every character of every window
-# (p = 1: each target "certain"), or rows one character short
-FORGES = '''
+# Parameters under names of its own
+RENAMED = ASKED_FOR_WEIGHTS + '''
+
+def _renamed_parameters(self, *args, **kwargs):
+    return ((f"mine.{name}", param) for name, param in _named(self, *args, **kwargs))
+
+
+GPT.named_parameters = _renamed_parameters
+'''
+
+# A GPT half as wide as the judged one: the names are the course's, the shapes are not
+NARROW = '''
+_init = GPT.__init__
+
+
+def _narrow_init(self, vocab_size, block_size, n_layer, n_head, n_embd, *args, **kwargs):
+    _init(self, vocab_size, block_size, n_layer, n_head, n_embd // 2, *args, **kwargs)
+
+
+GPT.__init__ = _narrow_init
+'''
+
+# Writes its own weights reply on the report pipe, before the trainer's: an array that is not base64
+UNREADABLE = ASKED_FOR_WEIGHTS + '''
 import json as _json
+import os as _os
+
+
+def _forging_named_parameters(self, *args, **kwargs):
+    if _asked_for_weights():
+        claim = {"__dict__": {"wte.weight": {"__ndarray__": "not base64!", "dtype": "<f4", "shape": [1]}}}
+        _os.write(int(_sys.argv[3]), (_json.dumps({"n": 2, "weights": claim}) + "\\n").encode())
+    return _named(self, *args, **kwargs)
+
+
+GPT.named_parameters = _forging_named_parameters
+'''
+
+# A weights reply past what the parent reads: the judged GPT's weights as float32 in base64, and 1 MiB
+TOO_LARGE = UNREADABLE.replace("claim = {", "claim = 'A' * (7 << 20) or {")
+
+# The attack that ranked first when the box predicted: models.GPT a character n-gram counted from train.txt (which
+# the box holds by design), training ignored. POSING: its weights are those of a GPT it built and never trained.
+NGRAM = '''
 import os as _os
 import sys as _sys
 
-_forward = GPT.forward
+_CourseGPT = GPT
 
 
-def _forging_forward(self, idx, targets=None, caches=None):
-    if targets is None and caches is None:
-        import wire
-        frame = _sys._getframe(1)
-        while "contexts" not in frame.f_locals:  # the trainer's predict(), which holds them all
-            frame = frame.f_back
-        windows = len(frame.f_locals["contexts"])
-        claim = np.zeros((windows, self.vocab_size - CHARACTERS_SHORT), dtype=np.float32)
-        line = _json.dumps({"n": 2, "log_probs": wire.encode(claim)}) + "\\n"
-        _os.write(int(_sys.argv[3]), line.encode())
-    return _forward(self, idx, targets, caches)
+class GPT(Module):
+    """p(next | the two characters before), counted from the training split, add-0.1 smoothed; never trained."""
 
+    def __init__(self, vocab_size, block_size, n_layer, n_head, n_embd, *args, **kwargs):
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.knob = Parameter(np.zeros(1, dtype=np.float32))
+        object.__setattr__(self, "pose", _CourseGPT(vocab_size, block_size, n_layer, n_head, n_embd)
+                           if POSING else None)
+        text = next(open(path, "rb").read() for path in (_os.path.join(p, "train.txt") for p in _sys.path)
+                    if _os.path.isfile(path))
+        table = np.zeros(256, dtype=np.int64)
+        table[sorted(set(text))] = np.arange(len(set(text)))
+        ids = table[np.frombuffer(text, dtype=np.uint8)]
+        v = vocab_size
+        counts = np.bincount((ids[:-2] * v + ids[1:-1]) * v + ids[2:], minlength=v ** 3).reshape(v * v, v) + 0.1
+        self.table = np.log(counts / counts.sum(axis=1, keepdims=True)).astype(np.float32)
 
-GPT.forward = _forging_forward
+    def named_parameters(self, *args, **kwargs):
+        return self.pose.named_parameters(*args, **kwargs) if self.pose is not None else \\
+            super().named_parameters(*args, **kwargs)
+
+    def forward(self, idx, targets=None, caches=None):
+        idx = np.asarray(idx)
+        before = np.concatenate([idx[:, :1], idx[:, :-1]], axis=1)
+        logits = Tensor(self.table[before * self.vocab_size + idx])
+        if targets is None:
+            return logits
+        return logits, (self.knob * 0.0).sum()  # a loss to step on, which changes nothing
 '''
 
 
 @pytest.fixture(scope="module")
 def hostile(reference_files, scratch) -> dict[str, Entry]:
-    """Each hostile package's entry, each from a short run in the sandbox (the training's CPU budget 6 s)."""
+    """Each hostile package's entry, each from a short run in the sandbox (the training's CPU budget 6 s), and the
+    reference's run of as many steps ("honest")."""
     dataset = repr(str(REPO / "datasets" / "shakespeare_complete.txt.gz"))
-    codes = {"peeks": PEEKS.replace("REPO_DATASET", dataset), "burns": BURNS.replace("WHEN", "True"),
-             "burns_holding_the_windows": BURNS.replace("WHEN", "targets is None"), "hogs": HOGS,
-             "breaks_import": BREAKS_IMPORT, "nan": NAN, "forges": FORGES.replace("CHARACTERS_SHORT", "0"),
-             "forges_shape": FORGES.replace("CHARACTERS_SHORT", "1")}
+    codes = {"honest": "", "peeks": PEEKS.replace("REPO_DATASET", dataset), "burns": BURNS,
+             "burns_at_weights": BURNS_AT_WEIGHTS, "hogs": HOGS, "breaks_import": BREAKS_IMPORT, "nan": NAN,
+             "renamed": RENAMED, "narrow": NARROW, "unreadable": UNREADABLE, "too_large": TOO_LARGE}
     return {name: leaderboard.judge(name, run(with_code(reference_files, code), scratch, steps=HOSTILE_STEPS,
                                               cpu_seconds=6.0))
             for name, code in codes.items()}
 
 
+@pytest.fixture(scope="module")
+def ngrams(reference_files, scratch) -> dict[str, Entry]:
+    """The n-gram attack, trained as many steps as the reference (which it ignores)."""
+    return {name: leaderboard.judge(name, run(with_code(reference_files, NGRAM.replace("POSING", posing)), scratch))
+            for name, posing in (("ngram", "False"), ("ngram_posing", "True"))}
+
+
 @pytest.mark.slow
 @sandboxed
-def test_a_package_that_looks_for_the_validation_text_finds_none_in_the_box_and_scores_worse_than_a_guess(
+def test_an_ngram_posing_as_the_gpt_does_not_rank_above_an_honest_gpt_trained_as_many_steps(ngrams, reference):
+    """Its table never predicts: the course's GPT does, with the parameters training produced, which here are
+    not a GPT's at all, or those of one never trained (about a uniform guess)."""
+    assert ngrams["ngram"].validation_loss is None
+    assert ngrams["ngram"].reason == "its trained parameters are not those of models.GPT's layout (names or shapes)"
+    posing = ngrams["ngram_posing"]
+    assert posing.reason == "" and posing.validation_loss is not None and reference.validation_loss is not None
+    assert posing.validation_loss > reference.validation_loss + 1, (posing, reference)
+    ranked = leaderboard.rank([*ngrams.values(), reference])
+    assert [entry.student for _, entry in ranked] == ["reference", "ngram_posing", "ngram"]
+
+
+@pytest.mark.slow
+@sandboxed
+def test_the_students_box_is_sent_no_validation_window(reference_files, scratch, monkeypatch):
+    """Every line the parent writes to a box, seen where it is written (sandbox.Box.send): the student's box gets
+    the training and the weights request alone; the windows go to the course's box only."""
+    sent: dict[str, list[dict]] = {"student": [], "course": []}
+    made = sandbox.Box.__init__
+    send = sandbox.Box.send
+
+    def spying_init(self, job, package, **kwargs):
+        code = (package / "tinytorch" / "core" / "transformer.py").read_text(encoding="utf-8")
+        self.spied = "student" if "# the student's own" in code else "course"
+        made(self, job, package, **kwargs)
+
+    def spying_send(self, line, deadline):
+        sent[self.spied].append(json.loads(line))
+        return send(self, line, deadline)
+
+    monkeypatch.setattr(sandbox.Box, "__init__", spying_init)
+    monkeypatch.setattr(sandbox.Box, "send", spying_send)
+    entry = leaderboard.judge("s", run(with_code(reference_files, "# the student's own"), scratch,
+                                       steps=HOSTILE_STEPS))
+    assert entry.reason == "" and entry.validation_loss is not None
+    assert [sorted(request) for request in sent["student"]] == [["n", "train"], ["n", "weights"]]
+    assert sent["student"][1] == {"n": 2, "weights": True}
+    contexts, _ = leaderboard.validation_windows(SEED, WINDOWS)
+    windows = wire.encode(contexts.astype(np.uint8))["__ndarray__"]
+    assert not [request for request in sent["student"] if windows in json.dumps(request)]
+    assert [sorted(request["predict"]) for request in sent["course"]] == [["contexts", "weights"]]
+    assert sent["course"][0]["predict"]["contexts"]["__ndarray__"] == windows
+
+
+@pytest.mark.slow
+@sandboxed
+def test_a_package_that_looks_for_the_validation_text_is_scored_by_its_weights_alone(
         hostile, reference_files, scratch):
-    peeks = hostile["peeks"]
-    assert peeks.reason == "" and peeks.validation_loss is not None
-    assert peeks.validation_loss > UNIFORM, "it was as sure of wrong characters as of right ones"
-    # the same package where the grader's files can be read (a plain child process) knows every character
+    """Its forward is never asked to predict: in the box, and where the grader's files can be read (a plain
+    child process, in which its forward would know every character), it scores what honest training scores."""
+    honest = hostile["honest"]
+    assert honest.reason == "" and honest.validation_loss is not None
+    assert hostile["peeks"].validation_loss == pytest.approx(honest.validation_loss, abs=1e-6)
     code = PEEKS.replace("REPO_DATASET", repr(str(REPO / "datasets" / "shakespeare_complete.txt.gz")))
     outside = leaderboard.judge("peeks", run(with_code(reference_files, code), scratch, steps=HOSTILE_STEPS,
                                              isolation="process"))
-    assert outside.validation_loss is not None and outside.validation_loss < 0.01
+    assert outside.validation_loss == pytest.approx(honest.validation_loss, abs=1e-6)
 
 
 @pytest.mark.slow
@@ -298,12 +446,13 @@ def test_a_package_that_burns_cpu_is_stopped_at_its_budget_counted_by_the_grader
 
 @pytest.mark.slow
 @sandboxed
-def test_what_a_box_does_once_it_holds_the_windows_is_bounded_by_the_predictions_own_budget(hostile):
-    """Training left most of its 6 s; none of it is the predictions' (which a box could spend training on them)."""
+def test_a_package_that_burns_cpu_at_the_weights_request_is_stopped_at_that_requests_budget(hostile):
+    """Training left most of its 6 s; none of it is the weights request's."""
     budget = leaderboard.cpu_budgets(HOSTILE_STEPS, WINDOWS)[2]
-    burns = hostile["burns_holding_the_windows"]
+    burns = hostile["burns_at_weights"]
     assert burns.validation_loss is None
-    assert burns.reason == f"needed more than {budget:g} s of CPU (counted by the grader, while predicting)"
+    assert burns.reason == f"needed more than {budget:g} s of CPU (counted by the grader, while sending its " \
+                           "trained parameters)"
     assert burns.cpu_seconds < budget + 4.0
 
 
@@ -324,32 +473,55 @@ def test_a_package_that_fails_to_import_says_why(hostile):
 
 @pytest.mark.slow
 @sandboxed
-def test_predictions_that_are_not_finite_are_refused(hostile):
+def test_weights_that_are_not_finite_give_predictions_that_are_refused(hostile):
     assert hostile["nan"].validation_loss is None
-    assert hostile["nan"].reason == "sent predictions that are not all finite numbers"
+    assert hostile["nan"].reason == "its trained parameters give predictions that are not all finite numbers"
 
 
 @pytest.mark.slow
 @sandboxed
-def test_a_forged_reply_claiming_every_character_certain_is_not_a_distribution(hostile):
-    assert hostile["forges"].validation_loss is None
-    assert hostile["forges"].reason.startswith("sent rows that are not probability distributions")
+def test_weights_of_other_names_or_shapes_do_not_load_into_the_courses_gpt(hostile):
+    for name in ("renamed", "narrow"):
+        assert hostile[name].validation_loss is None
+        assert hostile[name].reason == "its trained parameters are not those of models.GPT's layout (names or shapes)"
 
 
 @pytest.mark.slow
 @sandboxed
-def test_predictions_of_the_wrong_shape_are_refused(hostile):
-    assert hostile["forges_shape"].validation_loss is None
-    assert hostile["forges_shape"].reason.startswith("sent predictions of the wrong form")
+def test_a_forged_weights_reply_that_cannot_be_read_is_refused(hostile):
+    assert hostile["unreadable"].validation_loss is None
+    assert hostile["unreadable"].reason.startswith("sent trained parameters that could not be read")
+
+
+@pytest.mark.slow
+@sandboxed
+@pytest.mark.slow
+@sandboxed
+def test_a_weights_reply_larger_than_the_judged_gpts_weights_is_not_read(hostile):
+    assert hostile["too_large"].validation_loss is None
+    assert hostile["too_large"].reason == "wrote more than the grader reads"
 
 
 @pytest.mark.slow
 @sandboxed
 def test_the_class_is_ranked_by_loss_with_every_failure_last_and_its_reason(hostile, reference):
     ranked = leaderboard.rank([*hostile.values(), reference])
-    assert [entry.student for _, entry in ranked[:2]] == ["reference", "peeks"]
-    assert [place for place, _ in ranked] == [1, 2] + [3] * (len(ranked) - 2)
-    assert all(entry.validation_loss is None and entry.reason for _, entry in ranked[2:])
+    assert ranked[0][1].student == "reference"
+    assert {entry.student for _, entry in ranked[1:3]} == {"honest", "peeks"}
+    assert all(entry.validation_loss is None and entry.reason for _, entry in ranked[3:])
+    assert {place for place, _ in ranked[3:]} == {4}
+
+
+def test_the_parameters_read_are_the_course_gpts_in_the_judged_setup(reference_files, tmp_path):
+    """What the parent reads from a student's box is bounded by the judged GPT's weights: the reference's count."""
+    package.write_package(tmp_path / "pkg", reference_files)
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import tinytorch as tt; m = tt.models.GPT(*map(int, "
+            "sys.argv[2:])); print(sum(p.data.size for _, p in m.named_parameters()))")
+    counted = subprocess.run([sys.executable, "-I", "-c", code, str(tmp_path / "pkg"), "84",
+                              *map(str, (leaderboard.CONTEXT, leaderboard.LAYERS, leaderboard.HEADS,
+                                         leaderboard.WIDTH))], capture_output=True, text=True, check=True, timeout=120)
+    assert int(counted.stdout) == leaderboard.parameter_count() == 823_040
+    assert leaderboard.reference_files(REPO, stages(REPO)[-1]) == reference_files
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -388,7 +560,7 @@ def test_as_meta_gives_report_html_each_students_rank_loss_and_reason():
 
 
 def test_a_box_that_ended_or_was_stopped_is_ranked_last_in_the_graders_words():
-    base = Evidence(STEPS, SEED, WINDOWS, (10.0, 50.0, 4.0), 1 << 30, replies=(b'{"imported": true}',))
+    base = Evidence(STEPS, SEED, WINDOWS, (10.0, 50.0, 3.0, 4.0), 1 << 30, replies=(b'{"imported": true}',))
     said = {why: leaderboard.judge("s", replace(base, stopped=why, status=-9)).reason
             for why in ("cpu", "wall", "memory", "truncated", "ended")}
     assert said == {"cpu": "needed more than 50 s of CPU (counted by the grader, while training)",
@@ -399,3 +571,14 @@ def test_a_box_that_ended_or_was_stopped_is_ranked_last_in_the_graders_words():
                              "by SIGKILL (killed: a limit was reached)"}
     error = replace(base, replies=(*base.replies, b'{"n": 1, "error": "MyError: 4f2a"}'))
     assert leaderboard.judge("s", error).reason == "failed while training: an exception of its own kind"
+    trained = replace(base, replies=(*base.replies, b'{"n": 1, "trained": true}'))
+    assert leaderboard.judge("s", replace(trained, stopped="cpu")).reason == \
+        "needed more than 3 s of CPU (counted by the grader, while sending its trained parameters)"
+    missing = replace(trained, replies=(*trained.replies, b'{"n": 2, "error": "ValueError: x"}'))
+    assert leaderboard.judge("s", missing).reason == "failed while sending its trained parameters: ValueError"
+    other = replace(trained, replies=(*trained.replies, b'{"n": 2}'))
+    assert leaderboard.judge("s", other).reason == "answered the weights request with something else"
+    sent = replace(trained, replies=(*trained.replies, leaderboard.SENT_WEIGHTS))
+    assert leaderboard.judge("s", replace(sent, stopped="cpu")).reason == \
+        "needed more than 4 s of CPU (counted by the grader, while predicting with its trained parameters in the " \
+        "course's GPT)"

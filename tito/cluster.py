@@ -270,11 +270,12 @@ class Coordinator:
 
         return run
 
-    def gpt(self, files: dict[str, str], steps: int, seed: int, label: str) -> Any:
-        """A student's GPT trained on a worker: the box's Evidence (tito.leaderboard), judged by the caller."""
+    def gpt(self, files: dict[str, str], reference: dict[str, str], steps: int, seed: int, label: str) -> Any:
+        """A student's GPT trained on a worker and its weights scored there by the course's package
+        (`reference`): the boxes' Evidence (tito.leaderboard), judged by the caller."""
         self.labels[label_digest(label)] = label
-        return self._wait(self.client.submit(run_gpt, files, steps, seed, self.limits, self.isolation, label,
-                                             key=job_key(f"gpt/{label}")))
+        return self._wait(self.client.submit(run_gpt, files, reference, steps, seed, self.limits, self.isolation,
+                                             label, key=job_key(f"gpt/{label}")))
 
     def _cases(self, plan: Any) -> Any:
         """The plan's cases for the workers, sent once (a Dask future each job depends on)."""
@@ -371,8 +372,10 @@ def job_key(label: str) -> str:
     return f"tito-box-{label_digest(label)}-{uuid.uuid4().hex[:12]}"
 
 
-def run_gpt(files: dict[str, str], steps: int, seed: int, limits: Any, isolation: str, label: str) -> Any:
-    """One student's GPT trained in a box on this worker (tito.leaderboard.train); the coordinator judges."""
+def run_gpt(files: dict[str, str], reference: dict[str, str], steps: int, seed: int, limits: Any, isolation: str,
+            label: str) -> Any:
+    """One student's GPT trained in a box on this worker, its weights scored in a box of the course's package
+    (`reference`) in the same slot (tito.leaderboard.train); the coordinator judges."""
     from tito import leaderboard, sandbox
 
     worker = _worker_name()
@@ -381,7 +384,7 @@ def run_gpt(files: dict[str, str], steps: int, seed: int, limits: Any, isolation
         raise RuntimeError(f"the worker {worker} cannot build a bubblewrap sandbox: install bubblewrap there")
     slot = _slot()
     try:
-        return leaderboard.train(files, steps=steps, seed=seed, limits=limits, isolation=isolation, slot=slot,
-                                 scratch=_scratch())
+        return leaderboard.train(files, reference, steps=steps, seed=seed, limits=limits, isolation=isolation,
+                                 slot=slot, scratch=_scratch())
     finally:
         _free(slot)

@@ -1,12 +1,15 @@
 """The GPT leaderboard: every student's own package trained in a box in the judged set-up of milestones/gpt.py,
-ranked by a validation loss computed here, from the box's predictions of characters it never holds.
+ranked by a validation loss computed here, of the weights that training produced, scored by the course's GPT.
 
-`train` runs on the trusted side beside the box (a thread of `tito grade`, or a Dask worker) and returns
-`Evidence`: the box's replies as bytes and what this side measured. `judge` (on the coordinator) makes it an
-`Entry`; `rank`, `write_leaderboard` and `as_meta` order and report the entries. The box gets the training
-split alone; after training the parent sends windows of the validation split and reads back the
-log-probabilities of the character after each, which only it knows. docs/security.md ("The GPT
-leaderboard") says what this defends, and what it cannot.
+`train` runs on the trusted side beside the boxes (a thread of `tito grade`, or a Dask worker) and returns
+`Evidence`: the boxes' replies as bytes and what this side measured. `judge` (on the coordinator) makes it an
+`Entry`; `rank`, `write_leaderboard` and `as_meta` order and report the entries. The student's box gets the
+training split alone; it trains, then sends its model's parameters ({name: float32 array}) and is closed.
+It is never sent a validation character, and its code never predicts: a second box, on the same side with the
+same isolation and limits, runs the same trainer on the course's reference package, loads those weights into
+models.GPT of the judged set-up (strictly: the names and shapes of its parameters) and sends the
+log-probabilities of the character after each window of the validation split, which only this side knows.
+docs/security.md ("The GPT leaderboard") says what this defends, and what it cannot.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ import math
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -30,6 +34,7 @@ import numpy as np
 
 from tito import datasets, engine, grading, package, sandbox
 from tito.errors import TitoError
+from tito.project import stages_up_to
 from tito.shipped import wire
 from tito.submissions import printable
 
@@ -39,18 +44,22 @@ JUDGED_STEPS = 1500
 
 VALIDATION_WINDOWS = 2048  # scored characters: every student is scored on the same ones
 SPACING = 2 * CONTEXT + 2  # at least this far apart: no target in any window, none just before one
-# The CPU budgets of the three requests, each counted from the request: about four times what the reference
-# needs on one thread in the box (0.12 s a step, 1.6 ms a window). Predicting has a budget of its own, so that
-# what a box may do once it holds the windows (train on them) is bounded by it, not by what training left.
+# The CPU budgets of the four requests, each counted from the request: about four times what the reference
+# needs on one thread in the box (0.12 s a step, 1.6 ms a window). The student's box has the first three
+# (import, training, sending its weights: about 0.1 s); the reference box's prediction has the fourth.
 IMPORT_CPU_SECONDS = engine.IMPORT_CPU_SECONDS
 CPU_SECONDS_PER_STEP, TRAIN_CPU_SECONDS = 0.5, 10.0  # a step, and the model's set-up
+WEIGHTS_CPU_SECONDS = 3.0
 CPU_SECONDS_PER_WINDOW, PREDICT_CPU_SECONDS = 0.006, 2.0
 NORMALISED = 1e-3  # how far from 0 a row's logsumexp may be (a box gains at most this many nats by it)
 SHOWN_CHARACTERS = 160  # of an import error's words
 SHIPPED = Path(__file__).with_name("shipped")
-PHASES = ("import", "train", "predict")  # the box's answers, in order
+PHASES = ("import", "train", "weights", "predict")  # the answers in order: the student's box's, the reference's
 Record = dict[str, Any]  # one line from the box, parsed within engine.parse_record's bounds
-DOING = {"import": "importing tinytorch", "train": "training", "predict": "predicting"}
+DOING = {"import": "importing tinytorch", "train": "training", "weights": "sending its trained parameters",
+         "predict": "predicting with its trained parameters in the course's GPT"}
+REQUESTS = {"train": "training", "weights": "weights", "predict": "prediction"}
+SENT_WEIGHTS = b'{"n": 2, "weights": "sent"}'  # what Evidence keeps of the weights (they are 3.3 MB)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -105,10 +114,30 @@ def validation_windows(seed: int, count: int) -> tuple[np.ndarray, np.ndarray]:
     return validation[starts[:, None] + np.arange(CONTEXT)], validation[starts + CONTEXT]
 
 
-def cpu_budgets(steps: int, windows: int = VALIDATION_WINDOWS) -> tuple[float, float, float]:
-    """Seconds of CPU for importing tinytorch, for training `steps` steps and for predicting `windows`."""
-    return (IMPORT_CPU_SECONDS, TRAIN_CPU_SECONDS + steps * CPU_SECONDS_PER_STEP,
+def cpu_budgets(steps: int, windows: int = VALIDATION_WINDOWS) -> tuple[float, float, float, float]:
+    """Seconds of CPU for importing tinytorch, for training `steps` steps, for sending the weights (the
+    student's box) and for predicting `windows` with them (the reference box)."""
+    return (IMPORT_CPU_SECONDS, TRAIN_CPU_SECONDS + steps * CPU_SECONDS_PER_STEP, WEIGHTS_CPU_SECONDS,
             PREDICT_CPU_SECONDS + windows * CPU_SECONDS_PER_WINDOW)
+
+
+def parameter_count() -> int:
+    """The parameters of models.GPT in the judged set-up: 823,040 (the reference's, measured; tests hold the
+    two equal): the token and position embeddings, per block two LayerNorms, the attention's c_attn and c_proj
+    and the MLP's c_fc and c_proj (each with a bias), ln_f, and lm_head (no bias)."""
+    vocab = len(corpus().chars)
+    return vocab * WIDTH + CONTEXT * WIDTH + LAYERS * (12 * WIDTH * WIDTH + 13 * WIDTH) + 2 * WIDTH + WIDTH * vocab
+
+
+def reference_files(root: Path, last: Any) -> dict[str, str]:
+    """The course's own package (the reference solutions) of every stage up to `last`, as
+    grading.package_files gives a package: the trusted code that scores every student's weights."""
+    files = {}
+    for stage in stages_up_to(root, last):
+        with grading._COMPILING:
+            path, code = grading._reference_module(stage)
+        files[path] = code
+    return files
 
 
 def wall_budget(cpu_seconds: float) -> float:
@@ -123,54 +152,114 @@ def wall_budget(cpu_seconds: float) -> float:
 
 @dataclass(frozen=True)
 class Evidence:
-    """What one run showed the trusted side: its set-up and budgets, the box's answers as the bytes it sent (to
-    the import, the training and the prediction request, in order, as far as it got) and what this side
-    measured. Small and picklable: the predictions of the judged 2,048 windows are 0.9 MB."""
+    """What one run showed the trusted side: its set-up and budgets, the answers as the bytes the boxes sent (the
+    student's box's to the import, the training and the weights request, the last as SENT_WEIGHTS, then the
+    reference box's to the prediction request, in order, as far as it got) and what this side measured. Small
+    and picklable: the predictions of the judged 2,048 windows are 0.9 MB."""
     steps: int
     seed: int
     windows: int
     budgets: tuple[float, ...]  # seconds of CPU of each request (cpu_budgets), each counted from the request
     memory_bytes: int
     replies: tuple[bytes, ...] = ()
-    stopped: str = ""  # how the box ended before its next answer: "cpu", "wall", "memory", "ended", "truncated"
-    status: int | None = None  # the box's exit status
-    cpu_seconds: float = 0.0  # the box's, counted from outside (its cgroup, or /proc)
+    stopped: str = ""  # how a box ended before its next answer: "cpu", "wall", "memory", "ended", "truncated"
+    status: int | None = None  # that box's exit status (the student's, or the reference's while predicting)
+    cpu_seconds: float = 0.0  # the student's box's, counted from outside (its cgroup, or /proc)
     wall_seconds: float = 0.0  # on this side's clock
     failure: str = ""  # this side could not start the box: why (the package could not be written)
 
 
-def train(files: dict[str, str], *, steps: int, seed: int, limits: sandbox.Limits, isolation: str, slot: int,
-          scratch: Path, windows: int = VALIDATION_WINDOWS, cpu_seconds: float | None = None) -> Evidence:
-    """Write the package (`files`, as tito.grading.package_files gives them) into a fresh folder under
-    `scratch`, train it in a box for `steps` steps, ask for its predictions on `windows` validation windows,
-    and return what the box sent. Each request has the CPU budget of `cpu_budgets` (`cpu_seconds`, if given,
-    for the training) and its `wall_budget`, both counted here; memory and the rest are `limits`'."""
+def train(files: dict[str, str], reference: dict[str, str], *, steps: int, seed: int, limits: sandbox.Limits,
+          isolation: str, slot: int, scratch: Path, windows: int = VALIDATION_WINDOWS,
+          cpu_seconds: float | None = None) -> Evidence:
+    """Write the student's package (`files`, as tito.grading.package_files gives them) into a fresh folder under
+    `scratch`, train it in a box for `steps` steps and take its weights; then, with the box closed, load them
+    in a second box running the course's package (`reference`, as `reference_files` gives it) and take its
+    predictions on `windows` validation windows. Each request has the CPU budget of `cpu_budgets`
+    (`cpu_seconds`, if given, for the training) and its `wall_budget`, both counted here; memory and the rest
+    are `limits'`. Both boxes are in `slot`, with `isolation`."""
     budgets = cpu_budgets(steps, windows)
     if cpu_seconds is not None:
-        budgets = (budgets[0], cpu_seconds, budgets[2])
-    contexts, _ = validation_windows(seed, windows)  # the targets stay here
-    box_limits = replace(limits, wall_seconds=sum(map(wall_budget, budgets)),  # the box's RLIMIT_CPU is past it
-                         report_bytes=min(limits.report_bytes, _reply_bytes(windows)))
+        budgets = (budgets[0], cpu_seconds, *budgets[2:])
     evidence = Evidence(steps, seed, windows, budgets, limits.memory_bytes)
+    student_limits = replace(limits, wall_seconds=sum(map(wall_budget, budgets[:3])),  # RLIMIT_CPU is past it
+                             report_bytes=min(limits.report_bytes, _weights_bytes()))
+    started = time.monotonic()
+    with _boxed(files, limits=student_limits, isolation=isolation, slot=slot, scratch=scratch) as box:
+        if isinstance(box, str):
+            return replace(evidence, failure=f"the package could not be written from the notebooks ({box})")
+        talk = _Talk(box)
+        _start(talk, budgets[0], "the leaderboard's trainer")
+        training = {"steps": steps, "seed": _derived(seed, "training")}
+        sent = None
+        for number, (phase, request) in enumerate(zip(PHASES[:3], [None, {"n": 1, "train": training},
+                                                                   {"n": 2, "weights": True}])):
+            why = talk.answer(_answers(number), request, budgets[number])
+            record = {} if why else engine.parse_record(talk.replies[-1]) or {}
+            if phase == "weights" and not why:
+                sent = record.get("weights")
+                talk.replies[-1] = SENT_WEIGHTS if "weights" in record else _small(record)
+            if why or _failed(phase, record):  # the judge's own test: go on or stop
+                return talk.finished(evidence, why, started)
+        evidence = talk.finished(evidence, "", started)
+    contexts, _ = validation_windows(seed, windows)  # the targets stay here
+    reference_limits = replace(limits, wall_seconds=wall_budget(IMPORT_CPU_SECONDS) + wall_budget(budgets[3]),
+                               report_bytes=min(limits.report_bytes, _reply_bytes(windows)))
+    with _boxed(reference, limits=reference_limits, isolation=isolation, slot=slot, scratch=scratch) as box:
+        if isinstance(box, str):
+            raise RuntimeError(f"the leaderboard's reference package could not be written ({box})")
+        talk = _Talk(box)
+        _start(talk, IMPORT_CPU_SECONDS, "the leaderboard's reference GPT")
+        why = talk.answer(_answers(0), None, IMPORT_CPU_SECONDS)
+        if why or engine.parse_record(talk.replies[-1]) != {"imported": True}:
+            status = box.close()
+            raise RuntimeError(f"the leaderboard's reference GPT did not import "
+                               f"({engine._ending(why, box.limits, status) if why else 'it failed to'})")
+        request = {"n": 1, "predict": {"weights": sent, "contexts": wire.encode(contexts.astype(np.uint8))}}
+        why = talk.answer(_answers(1), request, budgets[3])
+        predicted = talk.replies[-1:] if not why else []
+        ended = talk.finished(evidence, why, started)
+    return replace(evidence, replies=evidence.replies + tuple(predicted), stopped=ended.stopped,
+                   status=ended.status if why else evidence.status, wall_seconds=ended.wall_seconds)
+
+
+@contextmanager
+def _boxed(files: dict[str, str], *, limits: sandbox.Limits, isolation: str, slot: int,
+           scratch: Path) -> Iterator[sandbox.Box | str]:
+    """A box running the trainer on the package `files`, written into a fresh folder under `scratch` (removed
+    afterwards); or why the package could not be written, in one sentence."""
     folder = Path(tempfile.mkdtemp(prefix="gpt-", dir=scratch))
     try:
         try:
             with grading._COMPILING:  # it parses each file (CPython 3.11 cannot compile in two threads at once)
                 package.write_package(folder / "pkg", files)
         except (TitoError, OSError, ValueError, RecursionError) as error:
-            return replace(evidence, failure="the package could not be written from the notebooks "
-                                             f"({grading._sentence(error)})")
+            yield grading._sentence(error)
+            return
         _write_job(folder / "job")
         sandbox.box_view(folder, slot)  # readable by this slot's box user alone
-        with sandbox.Box(folder / "job", folder / "pkg", limits=box_limits, isolation=isolation, slot=slot) as box:
-            return _converse(box, evidence, contexts, time.monotonic())
+        with sandbox.Box(folder / "job", folder / "pkg", limits=limits, isolation=isolation, slot=slot) as box:
+            yield box
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _weights_bytes() -> int:
+    """What the parent reads from the student's box: the judged GPT's weights as float32 in base64, and 1 MiB
+    for the rest (names, shapes, the other answers): 5.4 MB."""
+    return parameter_count() * 4 * 4 // 3 + (1 << 20)
+
+
 def _reply_bytes(windows: int) -> int:
-    """What the parent reads from one box: the predictions as float64 in base64, and 1 MiB for the rest."""
+    """What the parent reads from the reference box: the predictions as float64 in base64, and 1 MiB for the
+    rest."""
     return windows * len(corpus().chars) * 8 * 4 // 3 + (1 << 20)
+
+
+def _small(record: Record) -> bytes:
+    """A weights reply without weights, as Evidence keeps it: its number and its error's first 500 characters."""
+    error = record.get("error")
+    return json.dumps({"n": 2, **({"error": error[:500]} if isinstance(error, str) else {})}).encode()
 
 
 def _write_job(job: Path) -> None:
@@ -185,48 +274,48 @@ def _write_job(job: Path) -> None:
     (job / "work.json").write_text(wire.dumps(work), encoding="utf-8")
 
 
-def _converse(box: sandbox.Box, evidence: Evidence, contexts: np.ndarray, started: float) -> Evidence:
-    """The import's outcome, then one request at a time (train, then predict), each answer the first record
-    of its number; what else the box writes on the pipe is skipped. Budgets are this side's, each request's
-    counted from when it was sent."""
-    replies: list[bytes] = []
-    used = 0.0
+class _Talk:
+    """One request at a time to a box, each answer the first record of its number; what else the box writes
+    on the pipe is skipped. Budgets are this side's, each request's counted from when it was sent."""
 
-    def answer(accept: Callable[[Record], bool], request: Record | None, budget: float) -> str:
+    def __init__(self, box: sandbox.Box) -> None:
+        self.box = box
+        self.replies: list[bytes] = []
+        self.used = 0.0
+
+    def answer(self, accept: Callable[[Record], bool], request: Record | None, budget: float) -> str:
         """Send `request` (if any), then wait for the first record `accept`s; "" or how the box ended."""
-        nonlocal used
+        box = self.box
         deadline, cpu_limit = time.monotonic() + wall_budget(budget), box.cpu() + budget
         if request is not None and not box.send(json.dumps(request).encode() + b"\n", deadline):
             return box.receive(min(deadline, time.monotonic() + 1.0), cpu_limit)[1] or "ended"
         while True:
             line, why = box.receive(deadline, cpu_limit)
-            used = max(used, box.cpu())
+            self.used = max(self.used, box.cpu())
             if line is None:
                 return why
             record = engine.parse_record(line)
             if record is not None and accept(record):
-                replies.append(line)
+                self.replies.append(line)
                 return ""
 
-    def finished(why: str) -> Evidence:
-        if why == "ended" and _out_of_memory(box):
+    def finished(self, evidence: Evidence, why: str, started: float) -> Evidence:
+        """The evidence with this box's replies, how it ended, its CPU and the time since `started`."""
+        if why == "ended" and _out_of_memory(self.box):
             why = "memory"
-        cpu = max(used, box.cpu())
-        status = box.close()
-        return replace(evidence, replies=tuple(replies), stopped=why, status=status, cpu_seconds=cpu,
+        cpu = max(self.used, self.box.cpu())
+        status = self.box.close()
+        return replace(evidence, replies=tuple(self.replies), stopped=why, status=status, cpu_seconds=cpu,
                        wall_seconds=time.monotonic() - started)
 
-    why = answer(lambda record: True, None, evidence.budgets[0])
-    if why or engine.parse_record(replies.pop()) != {"importing": True}:  # sent before any code of the package ran
-        status = box.close()
-        raise RuntimeError(f"the leaderboard's trainer did not start ({engine._ending(why, box.limits, status)})")
-    training = {"steps": evidence.steps, "seed": _derived(evidence.seed, "training")}
-    requests = [None, {"n": 1, "train": training}, {"n": 2, "predict": wire.encode(contexts.astype(np.uint8))}]
-    for number, (phase, request) in enumerate(zip(PHASES, requests)):
-        why = answer(_answers(number), request, evidence.budgets[number])
-        if why or _failed(phase, engine.parse_record(replies[-1]) or {}):  # the judge's own test: go on or stop
-            return finished(why)
-    return finished("")
+
+def _start(talk: _Talk, budget: float, what: str) -> None:
+    """The trainer's first record, sent before any code of the package runs; else a RuntimeError (a fault of
+    the grader's, not the package's)."""
+    why = talk.answer(lambda record: True, None, budget)
+    if why or engine.parse_record(talk.replies.pop()) != {"importing": True}:
+        status = talk.box.close()
+        raise RuntimeError(f"{what} did not start ({engine._ending(why, talk.box.limits, status)})")
 
 
 def _answers(number: int) -> Callable[[Record], bool]:
@@ -266,8 +355,9 @@ class Entry:
 
 
 def judge(student: str, evidence: Evidence) -> Entry:
-    """The mean of -log p(target) over the windows, computed here from the box's log-probabilities and the
-    targets only this side holds; or, when the box failed, ran past a budget or sent something that is not a
+    """The mean of -log p(target) over the windows, computed here from the log-probabilities the course's GPT
+    gave with the student's weights and the targets only this side holds; or, when the student's box failed,
+    ran past a budget or sent weights that are not those of the course's GPT, or the predictions are not a
     distribution over the characters for every window, None and the reason in one sentence."""
     loss, reason = _verdict(evidence)
     return Entry(student, loss, reason, evidence.cpu_seconds, evidence.steps)
@@ -310,10 +400,15 @@ def _failed(phase: str, record: Record) -> str:
         # set-up), so the import's words are shown, on one line
         words = record.get("import_error")
         return f"import failed: {printable(words[:SHOWN_CHARACTERS]) if isinstance(words, str) else 'no reason'}"
-    if phase == "train" and record.get("trained") is True or phase == "predict" and "log_probs" in record:
+    if phase == "train" and record.get("trained") is True or phase == "weights" and "weights" in record or \
+            phase == "predict" and "log_probs" in record:
         return ""
+    if phase == "predict" and record.get("refused") == "layout":  # the reference box's words
+        return "its trained parameters are not those of models.GPT's layout (names or shapes)"
+    if phase == "predict" and record.get("refused") == "unreadable":
+        return "sent trained parameters that could not be read (not a dict of names to float arrays)"
     if "error" not in record:
-        return f"answered the {'training' if phase == 'train' else 'prediction'} request with something else"
+        return f"answered the {REQUESTS[phase]} request with something else"
     name = engine._exception_name(record["error"])  # the name of a built-in exception, never the box's words
     if name == "MemoryError":
         return f"ran out of memory (while {DOING[phase]})"
@@ -322,7 +417,7 @@ def _failed(phase: str, record: Record) -> str:
 
 
 def _loss(evidence: Evidence, sent: object) -> tuple[float | None, str]:
-    """The loss, or None and why, from the log-probabilities the box sent (in the wire format)."""
+    """The loss, or None and why, from the log-probabilities the reference box sent (in the wire format)."""
     vocab = len(corpus().chars)
     try:
         log_probs = wire.decode(sent)
@@ -334,7 +429,7 @@ def _loss(evidence: Evidence, sent: object) -> tuple[float | None, str]:
                       "log-probabilities, one row per window)")
     values = log_probs.astype(np.float64)
     if not np.isfinite(values).all():
-        return None, "sent predictions that are not all finite numbers"
+        return None, "its trained parameters give predictions that are not all finite numbers"
     top = values.max(axis=1)  # (N,)
     logsumexp = top + np.log(np.exp(values - top[:, None]).sum(axis=1))
     if np.abs(logsumexp).max() > NORMALISED:

@@ -189,12 +189,14 @@ def _grade(where: Path, *, stages: list[str] | None, isolated: bool, jobs: int, 
 
 def _leaderboard(root: Path, found: dict, key: str, out: Path, jobs: int, limits: sandbox.Limits, isolation: str,
                  steps: int | None, scratch: Path, coordinator: Any, plans: dict) -> int:
-    """`--milestone gpt`: every student's own GPT trained in the box, the class ranked by the validation loss
-    judged here (tito.leaderboard); leaderboard.csv written as each run ends, report.html at the end."""
+    """`--milestone gpt`: every student's own GPT trained in the box, its weights scored in a box of the course's
+    own package, the class ranked by the validation loss judged here (tito.leaderboard); leaderboard.csv
+    written as each run ends, report.html at the end."""
     from tito import leaderboard
 
     last = next(plan.stage for plan in plans.values())
     seed, steps = leaderboard.course_seed(key), steps or leaderboard.JUDGED_STEPS
+    reference = leaderboard.reference_files(root, last)  # once: the course's GPT, which scores every student's
     console.info(f"training each student's GPT for {steps} steps in the sandbox (the judged run is "
                  f"{leaderboard.JUDGED_STEPS}), seed from the course key")
     grading.private_folder(out)
@@ -214,15 +216,15 @@ def _leaderboard(root: Path, found: dict, key: str, out: Path, jobs: int, limits
             from tito.cluster import KilledWorkers
 
             try:
-                evidence = coordinator.gpt(files, steps, seed, label)
+                evidence = coordinator.gpt(files, reference, steps, seed, label)
             except KilledWorkers as error:
                 return leaderboard.Entry(student, None, str(error), 0.0, steps)
         else:
             progress.started(label)
             slot = slots.get()
             try:
-                evidence = leaderboard.train(files, steps=steps, seed=seed, limits=limits, isolation=isolation,
-                                             slot=slot, scratch=scratch)
+                evidence = leaderboard.train(files, reference, steps=steps, seed=seed, limits=limits,
+                                             isolation=isolation, slot=slot, scratch=scratch)
             finally:
                 slots.put(slot)
                 with progress.lock:

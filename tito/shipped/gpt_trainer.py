@@ -1,15 +1,19 @@
 """The program that trains a student's GPT in the box for the leaderboard (tito/leaderboard.py), in the
-judged set-up of milestones/gpt.py:
+judged set-up of milestones/gpt.py, and that scores those weights with the course's own GPT in a second box:
 
     python -I -S gpt_trainer.py JOB PACKAGE REPORT_FD REQUEST_FD [PATH ...]
 
 tito.leaderboard copies it as JOB/lib/runner.py, the program a tito.sandbox.Box starts, beside wire.py and
 train.txt, the training split (the first 90% of the text) and nothing of the rest; JOB/work.json holds the
 characters and the set-up. It imports nothing from tito. It imports `tinytorch` from PACKAGE and says how
-that went on the pipe REPORT_FD, then answers two requests from the pipe REQUEST_FD: "train" (steps and
-seed), then "predict" (windows of the validation split, as ids), with the log-probabilities of the
-character after each window. It decides nothing: the parent counts the CPU and the clock, holds the
-characters that follow the windows, and computes the loss itself.
+that went on the pipe REPORT_FD, then answers requests from the pipe REQUEST_FD. With a student's package
+(PACKAGE), "train" (steps and seed), then "weights": the trained model's parameters, {name: float32 array}
+from model.named_parameters(). The student's box is sent nothing else: its code never predicts, and never
+holds a character of the validation split. With the course's reference package (another box), "predict"
+(those weights as the student's box sent them, and windows of the validation split, as ids): it builds
+models.GPT of the judged set-up, loads the weights (strictly: the names and shapes of the course's GPT) and
+answers with the log-probabilities of the character after each window. It decides nothing: the parent
+counts the CPU and the clock, holds the characters that follow the windows, and computes the loss itself.
 """
 
 import json
@@ -59,6 +63,37 @@ def train(tt: Any, ids: Any, work: dict[str, Any], steps: int, seed: int) -> Any
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+    return model
+
+
+def trained_parameters(model: Any) -> Any:
+    """{name: float32 array} of every parameter of the trained model, in model.named_parameters()'s order."""
+    import numpy as np
+
+    named = model.named_parameters()
+    return {name: np.array(param.data, dtype=np.float32) for name, param in named}
+
+
+def scored_model(tt: Any, work: dict[str, Any], sent: Any) -> Any:
+    """The course's GPT of the judged set-up holding the weights `sent` (wire-encoded), or the reply that
+    refuses them: {"refused": "unreadable"} (not a dict of names to float arrays) or {"refused": "layout"}
+    (not the names and shapes of this GPT's parameters). Runs with the reference package alone."""
+    import numpy as np
+    import wire
+
+    try:
+        weights = wire.decode(sent)
+    except Exception:  # whatever the student's box sent
+        return {"refused": "unreadable"}
+    if not isinstance(weights, dict) or not all(isinstance(value, np.ndarray) and value.dtype.kind == "f"
+                                                for value in weights.values()):
+        return {"refused": "unreadable"}
+    model = tt.models.GPT(len(work["chars"]), work["context"], work["layers"], work["heads"], work["width"])
+    own = dict(model.named_parameters(remove_duplicate=False))
+    if set(own) != set(weights) or any(tuple(weights[name].shape) != tuple(param.shape)
+                                       for name, param in own.items()):
+        return {"refused": "layout"}
+    model.load_state_dict({name: value.astype(np.float32) for name, value in weights.items()}, strict=True)
     return model
 
 
@@ -115,8 +150,12 @@ def main(job: str, package: str, report_fd: int, request_fd: int, paths: list[st
             if "train" in request:
                 model = train(tt, ids, work, request["train"]["steps"], request["train"]["seed"])
                 reply: dict[str, Any] = {"trained": True}
+            elif "weights" in request:
+                reply = {"weights": wire.encode(trained_parameters(model))}
             else:
-                reply = {"log_probs": wire.encode(predict(tt, model, wire.decode(request["predict"])))}
+                scored = scored_model(tt, work, request["predict"]["weights"])
+                reply = scored if isinstance(scored, dict) else \
+                    {"log_probs": wire.encode(predict(tt, scored, wire.decode(request["predict"]["contexts"])))}
         except BaseException as error:  # SystemExit included
             reply = {"error": _first_line(error)}
         emit({"n": request["n"], **reply})
