@@ -26,8 +26,7 @@ test: lint
 	$(BIN)/python -m pytest tests -n 2 --durations=30
 
 # The in-process layer: no kernel, no sandbox, no nbgrader, no test that waits out a budget; on the same two
-# workers as `make test`. Each worker first spends ~15-25 s collecting, most of it importing nbformat (its
-# jsonschema builds an IRI grammar at import), nbgrader and hypothesis, which the tests then use.
+# workers as `make test`: about a minute (54 s on two shared cores; docs/maintainers.md).
 test-fast: $(BIN)/tito
 	$(BIN)/python -m pytest tests -n 2 -m "not slow"
 
