@@ -582,3 +582,26 @@ def test_a_box_that_ended_or_was_stopped_is_ranked_last_in_the_graders_words():
     assert leaderboard.judge("s", replace(sent, stopped="cpu")).reason == \
         "needed more than 4 s of CPU (counted by the grader, while predicting with its trained parameters in the " \
         "course's GPT)"
+
+
+def test_the_leaderboard_takes_the_output_folders_lock_before_it_trains_anyone(tmp_path):
+    """A second run into a folder another tito grade is writing is refused at once, before any training, with
+    the reports of the first left as they are (an attack found leaderboard.csv overwritten, then the refusal)."""
+    from conftest import tito
+
+    from tito import jobs
+
+    (tmp_path / "class" / "ann").mkdir(parents=True)
+    notebook = REPO / "modules" / "01_tensor" / "01_tensor.ipynb"
+    (tmp_path / "class" / "ann" / "01_tensor.ipynb").write_bytes(notebook.read_bytes())
+    out = tmp_path / "out"
+    first = jobs.Journal(out)
+    try:
+        (out / "leaderboard.csv").write_text("the first run's\n")
+        run = tito(REPO, "grade", str(tmp_path / "class"), "--milestone", "gpt", "--steps", "1", "--out", str(out),
+                   "--unsafe-no-sandbox", timeout=120)
+    finally:
+        first.close()
+    assert run.code == 2 and "another tito grade is writing its reports into" in run.stderr, run.stderr
+    assert (out / "leaderboard.csv").read_text() == "the first run's\n"
+    assert "training each student's GPT" not in run.stderr

@@ -197,78 +197,78 @@ def _leaderboard(root: Path, found: dict, key: str, out: Path, jobs: int, limits
     last = next(plan.stage for plan in plans.values())
     seed, steps = leaderboard.course_seed(key), steps or leaderboard.JUDGED_STEPS
     reference = leaderboard.reference_files(root, last)  # once: the course's GPT, which scores every student's
-    console.info(f"training each student's GPT for {steps} steps in the sandbox (the judged run is "
-                 f"{leaderboard.JUDGED_STEPS}), seed from the course key")
     grading.private_folder(out)
-    entries: dict[str, leaderboard.Entry] = {}
-    progress = jobs_.Progress(len(found))
-    slots: queue.Queue = queue.Queue()
-    for slot in range(jobs):
-        slots.put(slot)
+    journal = jobs_.Journal(out)  # the output folder's lock, before any training: a second run is refused
+    try:
+        console.info(f"training each student's GPT for {steps} steps in the sandbox (the judged run is "
+                     f"{leaderboard.JUDGED_STEPS}), seed from the course key")
+        entries: dict[str, leaderboard.Entry] = {}
+        progress = jobs_.Progress(len(found))
+        slots: queue.Queue = queue.Queue()
+        for slot in range(jobs):
+            slots.put(slot)
 
-    def run_one(student: str, progress: jobs_.Progress) -> leaderboard.Entry:
-        label = f"{student}/gpt"
-        submission = found[student]
-        if last.name not in submission.notebooks:
-            return leaderboard.Entry(student, None, f"no notebook for {last.name} was submitted", 0.0, steps)
-        files, _ = grading.package_files(root, last, submission.notebooks, "cumulative")
+        def run_one(student: str, progress: jobs_.Progress) -> leaderboard.Entry:
+            label = f"{student}/gpt"
+            submission = found[student]
+            if last.name not in submission.notebooks:
+                return leaderboard.Entry(student, None, f"no notebook for {last.name} was submitted", 0.0, steps)
+            files, _ = grading.package_files(root, last, submission.notebooks, "cumulative")
+            if coordinator is not None:
+                from tito.cluster import KilledWorkers
+
+                try:
+                    evidence = coordinator.gpt(files, reference, steps, seed, label)
+                except KilledWorkers as error:
+                    return leaderboard.Entry(student, None, str(error), 0.0, steps)
+            else:
+                progress.started(label)
+                slot = slots.get()
+                try:
+                    evidence = leaderboard.train(files, reference, steps=steps, seed=seed, limits=limits,
+                                                 isolation=isolation, slot=slot, scratch=scratch)
+                finally:
+                    slots.put(slot)
+                    with progress.lock:
+                        progress.running.discard(label)
+            return leaderboard.judge(student, evidence)
+
+        def record(student: str, entry: leaderboard.Entry) -> None:
+            entries[student] = entry
+            progress.done += 1
+            progress.failed += entry.validation_loss is None
+            leaderboard.write_leaderboard(out, leaderboard.rank(list(entries.values())))
+
+        def fault(student: str, error: Exception) -> leaderboard.Entry:
+            return leaderboard.Entry(student, None, f"grader fault: {grading._sentence(error)}", 0.0, steps)
+
         if coordinator is not None:
-            from tito.cluster import KilledWorkers
-
-            try:
-                evidence = coordinator.gpt(files, reference, steps, seed, label)
-            except KilledWorkers as error:
-                return leaderboard.Entry(student, None, str(error), 0.0, steps)
-        else:
-            progress.started(label)
-            slot = slots.get()
-            try:
-                evidence = leaderboard.train(files, reference, steps=steps, seed=seed, limits=limits,
-                                             isolation=isolation, slot=slot, scratch=scratch)
-            finally:
-                slots.put(slot)
-                with progress.lock:
-                    progress.running.discard(label)
-        return leaderboard.judge(student, evidence)
-
-    def record(student: str, entry: leaderboard.Entry) -> None:
-        entries[student] = entry
-        progress.done += 1
-        progress.failed += entry.validation_loss is None
-        leaderboard.write_leaderboard(out, leaderboard.rank(list(entries.values())))
-
-    def fault(student: str, error: Exception) -> leaderboard.Entry:
-        return leaderboard.Entry(student, None, f"grader fault: {grading._sentence(error)}", 0.0, steps)
-
-    if coordinator is not None:
-        coordinator.watch(progress)
-    stopped: TitoError | None = None
-    try:
-        if not _run_shown("training", sorted(found), run_one, record, progress, coordinator, jobs, fault=fault):
-            stopped = jobs_.interrupted(out, len(entries), len(found) - len(entries))
-    except _lost() as error:
-        stopped = TitoError(f"{_gone(error, coordinator.address)}: the {len(entries)} runs "
-                            f"finished are in {out / 'leaderboard.csv'}; run the same command again", code=1)
-    ranked = leaderboard.rank(list(entries.values()))
-    leaderboard.write_leaderboard(out, ranked)
-    journal = jobs_.Journal(out)
-    try:
+            coordinator.watch(progress)
+        stopped: TitoError | None = None
+        try:
+            if not _run_shown("training", sorted(found), run_one, record, progress, coordinator, jobs, fault=fault):
+                stopped = jobs_.interrupted(out, len(entries), len(found) - len(entries))
+        except _lost() as error:
+            stopped = TitoError(f"{_gone(error, coordinator.address)}: the {len(entries)} runs "
+                                f"finished are in {out / 'leaderboard.csv'}; run the same command again", code=1)
+        ranked = leaderboard.rank(list(entries.values()))
+        leaderboard.write_leaderboard(out, ranked)
         _write_page(out, journal, [], plans, found, isolation, leaderboard=leaderboard.as_meta(ranked))
+        if stopped:
+            raise stopped
+        from rich.table import Table
+
+        table = Table(title=f"GPT leaderboard ({steps} steps)", title_justify="left")
+        for column in ("rank", "student", "validation loss", "reason"):
+            table.add_column(column)
+        for place, entry in ranked:
+            loss = "" if entry.validation_loss is None else f"{entry.validation_loss:.4f}"
+            table.add_row(str(place), submissions.printable(entry.student), loss, entry.reason)
+        console.out.print(table)
+        console.info(f"wrote {out / 'leaderboard.csv'} and {out / 'report.html'}")
+        return 0
     finally:
         journal.close()
-    if stopped:
-        raise stopped
-    from rich.table import Table
-
-    table = Table(title=f"GPT leaderboard ({steps} steps)", title_justify="left")
-    for column in ("rank", "student", "validation loss", "reason"):
-        table.add_column(column)
-    for place, entry in ranked:
-        loss = "" if entry.validation_loss is None else f"{entry.validation_loss:.4f}"
-        table.add_row(str(place), submissions.printable(entry.student), loss, entry.reason)
-    console.out.print(table)
-    console.info(f"wrote {out / 'leaderboard.csv'} and {out / 'report.html'}")
-    return 0
 
 
 CASES = ".tito-cases"  # in the output folder: each plan's cases as first drawn, for every regrade into it
