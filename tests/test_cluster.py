@@ -280,13 +280,19 @@ def test_a_rerun_grades_only_what_is_missing_or_changed(small_class, graded_here
     submission(folder, "new_student", filled=False)  # missing
     code, _, err = finish(start("grade", str(folder), "--out", str(out), "-j", "2", *FLAGS, tmp=tmp_path / "tmp"))
     assert code == 0, err
-    assert "5 grades are kept from the last run" in err and "grading the 2 others" in err
+    assert "6 grades are kept from the last run" in err and "grading the 2 others" in err
     after = results(out)
     assert {key for key in after if after[key] != before.get(key)} == {"cy/01/cumulative",
                                                                       "new_student/01/cumulative"}
     assert after["cy/01/cumulative"]["score"] < FULL
     code, _, err = finish(start("grade", str(folder), "--out", str(out), "-j", "2", *FLAGS, tmp=tmp_path / "tmp"))
-    assert code == 0 and "7 grades are kept" in err and "grading the 0 others" in err
+    assert code == 0 and "8 grades are kept" in err and "grading the 0 others" in err
+    # one student again: the class's reports keep everyone's recorded grades (they once shrank to that student)
+    table = (out / "grades.csv").read_bytes()
+    code, _, err = finish(start("grade", str(folder), "--out", str(out), "--student", "cy", *FLAGS,
+                                tmp=tmp_path / "tmp"))
+    assert code == 0 and "1 grades are kept" in err, err
+    assert (out / "grades.csv").read_bytes() == table and results(out) == after
 
 
 def full_course(folder: Path, student: str, *, skip: set[str] = frozenset(), stub: set[str] = frozenset()) -> None:

@@ -92,10 +92,12 @@ def _grade(where: Path, *, stages: list[str] | None, isolated: bool, jobs: int, 
             raise TitoError(f"no submission from {', '.join(map(repr, unknown))} in {where}; "
                             f"the students there are {', '.join(map(submissions.printable, sorted(found)[:10]))}"
                             f"{' ...' if len(found) > 10 else ''}")
+    everyone = found  # the class the reports show: with --student, the others' recorded grades stay in them
+    if students:
         found = {name: found[name] for name in students}
     graded = {s.name for s in chosen} if course is not None and not milestone else \
         {s.name for s in all_stages(root) if s.number <= max(c.number for c in chosen)}
-    for submission in found.values():  # held until the class is graded: only what grading reads
+    for submission in everyone.values():  # held until the class is graded: only what grading reads
         submission.notebooks = {name: data for name, data in submission.notebooks.items() if name in graded}
     key, key_source = grading.course_key(course, out, seed)
     limits = sandbox.Limits(memory_bytes=memory_mb << 20, wall_seconds=timeout)
@@ -126,6 +128,10 @@ def _grade(where: Path, *, stages: list[str] | None, isolated: bool, jobs: int, 
         settings = f"{isolation}/{limits.memory_bytes}/{limits.wall_seconds}"
         for job in work:
             job.digest = _digest(root, job, found[job.student], settings)
+        reported = work if everyone is found else [  # in the class's order, the others' as recorded
+            job for name in everyone for job in ([j for j in work if j.student == name] if name in found else [
+                _digested(root, jobs_.Job(plans[s.number], name, mode), everyone[name], settings)
+                for s in chosen for mode in modes if course is None or s.name in everyone[name].notebooks])]
         journal = jobs_.Journal(out)
         todo = [job for job in work if not journal.done(job)]
         if len(todo) < len(work):
@@ -145,9 +151,9 @@ def _grade(where: Path, *, stages: list[str] | None, isolated: bool, jobs: int, 
             coordinator.close()
         shutil.rmtree(scratch, ignore_errors=True)
     try:
-        journal.compact(work)
-        grading.write_reports(out, journal.grades(work), plans, isolation, key_source)
-        _write_page(out, journal, work, plans, found, isolation)
+        journal.compact(reported)
+        grading.write_reports(out, journal.grades(reported), plans, isolation, key_source)
+        _write_page(out, journal, reported, plans, everyone, isolation)
     except OSError as error:
         raise TitoError(f"the reports could not be written to {out} ({error.strerror}): make it writable, or "
                         f"pass --out, and grade again (the submissions were not changed)", code=1) from None
@@ -301,6 +307,11 @@ def _digest(root: Path, job: jobs_.Job, submission: submissions.Submission, sett
     read = {stage.name for stage in earlier} - set(reference)
     notebooks = {name: data for name, data in submission.notebooks.items() if name in read}
     return jobs_.digest(job, notebooks, submission.notes, reference, settings)
+
+
+def _digested(root: Path, job: jobs_.Job, submission: submissions.Submission, settings: str) -> jobs_.Job:
+    job.digest = _digest(root, job, submission, settings)
+    return job
 
 
 def _light(journal: jobs_.Journal, work: list[jobs_.Job]) -> Iterator[grading.Grade]:
