@@ -587,9 +587,9 @@ def test_a_box_that_ended_or_was_stopped_is_ranked_last_in_the_graders_words():
 def test_the_leaderboard_takes_the_output_folders_lock_before_it_trains_anyone(tmp_path):
     """A second run into a folder another tito grade is writing is refused at once, before any training, with
     the reports of the first left as they are (an attack found leaderboard.csv overwritten, then the refusal)."""
-    from conftest import tito
-
     from tito import jobs
+
+    from conftest import tito
 
     (tmp_path / "class" / "ann").mkdir(parents=True)
     notebook = REPO / "modules" / "01_tensor" / "01_tensor.ipynb"

@@ -161,6 +161,17 @@ def test_hidden_entries_are_skipped(tmp_path: Path) -> None:
     assert find(tmp_path, STAGES) == {"alice": Submission("alice", {}, [])}
 
 
+def test_a_hidden_entry_shaped_like_a_submission_is_named_in_a_warning(tmp_path: Path, capsys) -> None:
+    """An id that starts with "." (a roster can hold one) is not graded, but never silently: the run names it."""
+    write(tmp_path / ".bob" / "01_tensor.ipynb", notebook())
+    write(tmp_path / ".DS_Store", b"")
+    write(tmp_path / ".ipynb_checkpoints" / "01_tensor.ipynb", notebook())
+    write(tmp_path / "alice" / "01_tensor.ipynb", notebook())
+    assert list(find(tmp_path, STAGES)) == ["alice"]
+    said = capsys.readouterr().err
+    assert ".bob" in said and "not graded" in said and ".DS_Store" not in said and "checkpoints" not in said
+
+
 def test_not_a_folder_and_no_submissions_are_errors(tmp_path: Path) -> None:
     with pytest.raises(TitoError, match="is not a folder"):
         find(write(tmp_path / "file.txt", b""), STAGES)

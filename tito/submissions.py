@@ -23,6 +23,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import IO, BinaryIO
 
+from tito import console
 from tito.errors import TitoError
 
 # The trusted process's memory for one submission: its bytes, held until the class is graded, and one notebook
@@ -119,6 +120,12 @@ def _student_entries(where: Path, descriptor: int) -> dict[str, os.DirEntry | li
     except OSError as error:
         raise TitoError(f"cannot list {where}: {error.strerror}") from error
     found: dict[str, os.DirEntry | list[os.DirEntry]] = {}
+    hidden = [entry.name for entry in entries if entry.name.startswith(".") and entry.name not in TOOL_ENTRIES
+              and not entry.name.startswith("._") and _student_of(entry, hidden=True) is not None]
+    if hidden:
+        shown = ", ".join(printable(name) for name in hidden[:5]) + (" ..." if len(hidden) > 5 else "")
+        console.warn(f"{shown} in {where} {'was' if len(hidden) == 1 else 'were'} not graded: a name starting with "
+                     f"'.' is hidden, never a student's submission; rename it if it is one")
     for entry in entries:
         student = _student_of(entry)
         if student is None:
@@ -145,11 +152,15 @@ def _leads_to_folder(link: os.DirEntry) -> bool:
         return False
 
 
-def _student_of(entry: os.DirEntry) -> str | None:
+TOOL_ENTRIES = {".ipynb_checkpoints", ".git", ".DS_Store", ".venv", ".tito", ".cache"}  # hidden, and no one's
+
+
+def _student_of(entry: os.DirEntry, *, hidden: bool = False) -> str | None:
     """The student whose submission the entry is, or None for an entry that is no submission. A link named
     like a submission, or leading to a folder, is one: never followed, it is graded 0 with a note, so that
-    the student's row says why rather than missing."""
-    if entry.name.startswith("."):
+    the student's row says why rather than missing. A hidden entry (its name starts with ".") is none, unless
+    `hidden`: then it is read as a student's would be, for the warning that names it."""
+    if entry.name.startswith(".") and not hidden:
         return None
     for suffix in (".zip", ".ipynb"):
         if entry.name.endswith(suffix):
