@@ -38,8 +38,8 @@ and one has no PyTorch equivalent (PyTorch has no tokenizer):
 The frameworks take turns in rounds (a block of ours, a block of PyTorch's, ...) so that a change of load
 on a shared machine hits both; a round's ratio is the ratio of the two medians in it, and the report gives
 the median ratio over the rounds with its range. BLAS and PyTorch run on one thread (threadpoolctl,
-torch.set_num_threads): on two shared cores a multi-threaded BLAS call stalls. The targets (issue #11)
-are printed beside the ratios; this script reports, it never fails on a slow machine.
+torch.set_num_threads): on two shared cores a multi-threaded BLAS call stalls. The targets (issues #11
+and #23) are printed beside the ratios; this script reports, it never fails on a slow machine.
 """
 
 from __future__ import annotations
@@ -58,7 +58,9 @@ from threadpoolctl import threadpool_limits
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "milestones"))
 from judging import keep_freed_memory  # noqa: E402  (the milestones' allocator setting, measured alike)
 
-TARGETS = {"tiny": 1.3, "mlp": 0.75, "cnn": 2.0, "gpt": 1.1}  # at most this many times PyTorch's time
+# at most this many times PyTorch's time; the GPT's 1.1x of issue #11 was below the hand-written numpy floor and
+# is withdrawn (issue #23): the step may be at most 10% slower than the 1.5x it was, so 1.65x
+TARGETS = {"tiny": 1.3, "mlp": 0.75, "cnn": 2.0, "gpt": 1.65}
 WORKLOADS = [*TARGETS, "bpe"]  # bpe: seconds, and the ratio to one pair count (no PyTorch equivalent)
 GPT_MEMORY_TARGET = 1.5  # peak memory of a GPT step, at most this many times PyTorch's
 GPT_CONFIG = {"vocab_size": 65, "block_size": 64, "n_layer": 4, "n_head": 4, "n_embd": 128}
