@@ -28,7 +28,7 @@ import sysconfig
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -489,22 +489,14 @@ class Box:
             running = [pid for pid in self.processes() if _state(pid) not in ("T", "t", "Z", "X", "")]
             if not running:
                 return
-            for pid in running:
-                try:
-                    os.kill(pid, signal.SIGSTOP)
-                except (ProcessLookupError, PermissionError):
-                    pass
+            _signal(running, signal.SIGSTOP)
             self.paused.update(running)
             time.sleep(0.001)
 
     def resume(self) -> None:
         if self.isolation == "process":
             return
-        for pid in {*self.paused, *self.processes()}:
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except (ProcessLookupError, PermissionError):
-                pass
+        _signal({*self.paused, *self.processes()}, signal.SIGCONT)
         self.paused.clear()
 
     # -- the conversation
@@ -584,11 +576,7 @@ class Box:
         """Without a PID namespace (every box but bubblewrap's), end the processes below the runner that left
         its session, which killing its process group would not reach."""
         if self.isolation != "bwrap" and self.process.poll() is None:
-            for pid in _descendants(self.process.pid)[1:]:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+            _signal(_descendants(self.process.pid)[1:], signal.SIGKILL)
 
     def close(self) -> int | None:
         """End the box (closing its request pipe ends the runner), free its cgroup; its exit status."""
@@ -628,6 +616,15 @@ def _stat_fields(pid: int) -> list[str]:
             return stream.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return []
+
+
+def _signal(pids: Iterable[int], number: int) -> None:
+    """Send a signal to each of `pids`, those gone already (or never the box's) passed over."""
+    for pid in pids:
+        try:
+            os.kill(pid, number)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def _state(pid: int) -> str:

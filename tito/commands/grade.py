@@ -123,15 +123,13 @@ def _grade(where: Path, *, stages: list[str] | None, isolated: bool, jobs: int, 
         console.info(f"seeds: {', '.join(f'{n} {p.seed}' for n, p in plans.items())} (course key from {key_source})")
         # an nbgrader course is graded as its judge grades: each module on its own
         modes = ("isolated",) if course is not None else grading.MODES if isolated else ("cumulative",)
-        work = [jobs_.Job(plans[s.number], name, mode) for name in found for s in chosen for mode in modes
-                if course is None or s.name in found[name].notebooks]  # a course: what was submitted
+        # the class's jobs, which its reports show (with --student, the others' as recorded), and those graded now
+        reported = [jobs_.Job(plans[s.number], name, mode) for name in everyone for s in chosen for mode in modes
+                    if course is None or s.name in everyone[name].notebooks]  # a course: what was submitted
         settings = f"{isolation}/{limits.memory_bytes}/{limits.wall_seconds}"
-        for job in work:
-            job.digest = _digest(root, job, found[job.student], settings)
-        reported = work if everyone is found else [  # in the class's order, the others' as recorded
-            job for name in everyone for job in ([j for j in work if j.student == name] if name in found else [
-                _digested(root, jobs_.Job(plans[s.number], name, mode), everyone[name], settings)
-                for s in chosen for mode in modes if course is None or s.name in everyone[name].notebooks])]
+        for job in reported:
+            job.digest = _digest(root, job, everyone[job.student], settings)
+        work = [job for job in reported if job.student in found]
         journal = jobs_.Journal(out)
         todo = [job for job in work if not journal.done(job)]
         if len(todo) < len(work):
@@ -307,11 +305,6 @@ def _digest(root: Path, job: jobs_.Job, submission: submissions.Submission, sett
     read = {stage.name for stage in earlier} - set(reference)
     notebooks = {name: data for name, data in submission.notebooks.items() if name in read}
     return jobs_.digest(job, notebooks, submission.notes, reference, settings)
-
-
-def _digested(root: Path, job: jobs_.Job, submission: submissions.Submission, settings: str) -> jobs_.Job:
-    job.digest = _digest(root, job, submission, settings)
-    return job
 
 
 def _light(journal: jobs_.Journal, work: list[jobs_.Job]) -> Iterator[grading.Grade]:
