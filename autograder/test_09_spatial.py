@@ -21,15 +21,14 @@ from hypothesis import strategies as st
 from checklib import (
     CheckFailed,
     Timed,
-    assert_close,
     capture_error,
     central_difference,
     check,
     expect_error,
+    expect_gradients_asked_for,
     expect_seeded_draws,
     expect_unchanged,
     expect_uniform,
-    expected_gradients_asked_for,
     gradients_asked_for,
     held,
     module,
@@ -444,26 +443,15 @@ unchanged_then_expected(conv_gradients_match_central_differences, _conv_gradient
        describe=lambda case: f"_Conv2d.apply(x, w[, b], ...).backward(g) for {_conv_words(case, 'float64')}, with only "
                              f"x requiring grad, then only w, then only b: the gradients")
 def conv_backward_computes_the_gradients_asked_for(tt, case):
-    inputs, returned = list(_xwb(case).values()), []
-    for k in range(len(inputs)):  # what _Conv2d.backward itself returns (None or a shape per operand)
-        ctx = _conv_apply(tt, case, *[tt.Tensor(x, requires_grad=i == k) for i, x in enumerate(inputs)]).grad_fn
-        grads = module(tt, "spatial")._Conv2d.backward(ctx, np.asarray(case["g"]))
-        returned.append([None if grad is None else list(np.shape(grad)) for grad in grads])
-    return {**gradients_asked_for(tt, lambda *tensors: _conv_apply(tt, case, *tensors), inputs, case["g"],
-                                  list(_xwb(case))), "_Conv2d.backward returned": returned}
+    return gradients_asked_for(tt, lambda *tensors: _conv_apply(tt, case, *tensors), list(_xwb(case).values()),
+                               case["g"], list(_xwb(case)), function=module(tt, "spatial")._Conv2d)
 
 
 @conv_backward_computes_the_gradients_asked_for.verdict
 def _(case, output):
-    what, names = conv_backward_computes_the_gradients_asked_for.what(case), list(_xwb(case))
-    for name, returned in zip(names, output["_Conv2d.backward returned"]):
-        extra = [other for other, grad in zip(names, returned) if other != name and grad is not None]
-        if extra:
-            raise CheckFailed(f"{what}: with only {name} requiring grad, backward computed a gradient for "
-                              f"{' and '.join(extra)} too: compute each only if ctx.needs_input_grad asks (the input "
-                              f"of a first layer is data: its gradient is a wasted matrix product and col2im)")
-    found = {key: value for key, value in output.items() if key != "_Conv2d.backward returned"}
-    assert_close(found, expected_gradients_asked_for(names, _conv_gradients(case)), what=what, **GRAD_TOL)
+    expect_gradients_asked_for(conv_backward_computes_the_gradients_asked_for.what(case), output, list(_xwb(case)),
+                               _conv_gradients(case), "the input of a first layer is data: its gradient is a wasted "
+                               "matrix product and col2im", **GRAD_TOL)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -200,6 +200,12 @@ MISTAKES = [
             "        if True:\n"
             "            grad_cols",
             ("needs_input_grad",)),
+    Mistake("12", "12.5", "the fused backward computes grad_q though q does not require grad",
+            "            if needs[0]:\n                grad_q",
+            "            if True:\n                grad_q", ("needs_input_grad",)),
+    Mistake("13", "13.2", "_LayerNorm.backward computes the weight's gradient though it is not asked for",
+            "        if needs[1]:\n            grad_weight", "        if True:\n            grad_weight",
+            ("needs_input_grad",)),
     Mistake("09", "09.7", "conv2d wraps _conv2d_loops's array in a Tensor (no graph)",
             "    if bias is None:\n"
             "        out = _Conv2d.apply(batched, weight, **settings)\n"

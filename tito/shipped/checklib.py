@@ -24,7 +24,7 @@ __all__ = [
     "Check", "CheckFamily", "Timed", "CheckFailed", "check", "module", "expect_error", "with_article", "assert_close",
     "capture_error", "central_difference",
     "finite", "shapes", "arrays", "floats_arrays", "signed_arrays", "upstream", "gradient_case", "leaf_gradients",
-    "gradients_asked_for", "expected_gradients_asked_for", "expect_causal",
+    "gradients_asked_for", "expected_gradients_asked_for", "expect_gradients_asked_for", "expect_causal",
     "seed_pair", "seeded_draws", "expect_seeded_draws", "generator_draws", "expect_generator_draws", "draws_around",
     "expect_no_draws", "expect_uniform",
     "held", "expect_unchanged", "unchanged_then_expected", "shape_texts",
@@ -488,17 +488,29 @@ def leaf_gradients(tt: Any, fn: Callable[..., Any], inputs: list, grad_output: A
 
 
 
-def gradients_asked_for(tt: Any, fn: Callable[..., Any], inputs: list, grad_output: Any, names: list) -> dict:
+def gradients_asked_for(tt: Any, fn: Callable[..., Any], inputs: list, grad_output: Any, names: list,
+                        function: Any = None) -> dict:
     """In the box: each input in turn the only Tensor that requires grad, ``fn(*tensors).backward(grad_output)``;
-    its ``.grad`` and the others' (None where no gradient arrived), for ``expected_gradients_asked_for``."""
+    its ``.grad`` and the others' (None where no gradient arrived), for ``expect_gradients_asked_for``. With
+    ``function``, the Function whose ``apply`` ends ``fn``: also the inputs its ``backward`` returned a gradient
+    for though only one asked (called directly, on a fresh graph: the engine drops such a gradient unseen)."""
     found = {}
     for k, name in enumerate(names):
+        if function is not None:
+            ctx = fn(*[tt.Tensor(x, requires_grad=i == k) for i, x in enumerate(inputs)]).grad_fn
+            returned = function.backward(ctx, np.asarray(grad_output))
+            returned = returned if isinstance(returned, tuple | list) else (returned,)
+            found[f"only {name} requires grad: {RETURNED}"] = [
+                other for i, (other, grad) in enumerate(zip(names, returned)) if i != k and grad is not None]
         tensors = [tt.Tensor(x, requires_grad=i == k) for i, x in enumerate(inputs)]
         fn(*tensors).backward(tt.Tensor(grad_output))
         grads = [None if tensor.grad is None else tensor.grad.numpy() for tensor in tensors]
         found[f"only {name} requires grad: {name}.grad"] = grads[k]
         found[f"only {name} requires grad: the others' .grad"] = grads[:k] + grads[k + 1:]
     return found
+
+
+RETURNED = "the others backward computed"
 
 
 def expected_gradients_asked_for(names: list, grads: list) -> dict:
@@ -509,6 +521,20 @@ def expected_gradients_asked_for(names: list, grads: list) -> dict:
         expected[f"only {name} requires grad: {name}.grad"] = grad
         expected[f"only {name} requires grad: the others' .grad"] = [None] * (len(names) - 1)
     return expected
+
+
+def expect_gradients_asked_for(what: str, output: dict, names: list, grads: list, why: str = "",
+                               **tolerance: Any) -> None:
+    """Judge ``gradients_asked_for``: first no gradient computed that was not asked for (``why`` says what it
+    would have cost), then the gradients against ``grads`` (from central differences)."""
+    for name in names:
+        extra = output.get(f"only {name} requires grad: {RETURNED}") or []
+        if extra:
+            raise CheckFailed(f"{what}: with only {name} requiring grad, backward computed a gradient for "
+                              f"{' and '.join(map(str, extra))} too: compute each only if ctx.needs_input_grad "
+                              f"asks{f' ({why})' if why else ''}")
+    found = {key: value for key, value in output.items() if not key.endswith(RETURNED)}
+    assert_close(found, expected_gradients_asked_for(names, grads), what=what, **tolerance)
 
 
 def expect_causal(what: str, output: dict, right: np.ndarray, t: int, rtol: float = 1e-4, atol: float = 1e-4) -> None:
