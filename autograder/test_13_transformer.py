@@ -59,8 +59,7 @@ def _load(module, params):
 
 def _gpt(tt, case):
     """The case's GPT holding the case's weights."""
-    c = case["config"]
-    return _load(tt.models.GPT(c["V"], c["block"], c["L"], c["H"], c["C"]), case["params"])
+    return _load(tt.models.GPT(*(case["config"][key] for key in ("V", "block", "L", "H", "C"))), case["params"])
 
 
 def _block_module(tt, case):
@@ -329,12 +328,9 @@ def layer_norm_backward_computes_the_gradients_asked_for(tt, case):
                                ["x", "w", "b"], function=module(tt, "transformer")._LayerNorm)
 
 
-@layer_norm_backward_computes_the_gradients_asked_for.verdict
-def _(case, output):
-    expect_gradients_asked_for(layer_norm_backward_computes_the_gradients_asked_for.what(case), output,
-                               ["x", "w", "b"], central_difference(_np_ln_of(case), _ln_inputs(case), case["g"]),
-                               "a frozen layer's weight gradient is a wasted reduction over every position",
-                               **GRAD_TOL)
+layer_norm_backward_computes_the_gradients_asked_for.verdict(lambda case, output: expect_gradients_asked_for(
+    layer_norm_backward_computes_the_gradients_asked_for.what(case), output, ["x", "w", "b"], central_difference(
+        _np_ln_of(case), _ln_inputs(case), case["g"]), "a frozen layer's weight gradient is wasted work", **GRAD_TOL))
 
 
 # ---------------------------------------------------------------------------------------------------
