@@ -302,14 +302,16 @@ def _(case):
 
 
 # --- speed: training keeps its counts up to date ----------------------------------------------------
-# _train_bpe learns SPEED_MERGES merges on 6,000 distinct words built of English-like syllables (with
+# _train_bpe learns SPEED_MERGES merges on SPEED_WORDS distinct words built of English-like syllables (with
 # Zipf-like frequencies), made afresh from each call's seed, timed by the grader from request to reply
 # against YARD_COUNTS pure-Python pair counts of the same words (made the same way), taking turns. In
-# pair counts, the reference takes about 25; a trainer that keeps its counts but finds the best pair by
-# scanning them all (no heap) 70 to 85; one that visits every word for every merge about 200; recounting
-# every pair for every merge about 470.
+# pair counts (benchmarks of 6,000 and 3,000 words gave the same ratios; 3,000 halves the student's wait),
+# the reference takes about 20; a trainer that keeps its counts but finds the best pair by scanning them
+# all (no heap) about 50; one that visits every word for every merge about 100; recounting every pair for
+# every merge 430 to 600.
 
 SPEED_MERGES = 500
+SPEED_WORDS = 3000
 YARD_COUNTS = 5  # the yardstick makes the inputs, then counts their pairs this many times
 SPEED_LIMIT = 30  # times the yardstick: about 150 pair counts
 
@@ -327,12 +329,12 @@ def _syllables(rnd, distinct=False):
 
 
 def _speed_words(seed):
-    """6,000 distinct words of one to three syllables (a quarter without a leading space), as UTF-8 bytes,
+    """SPEED_WORDS distinct words of one to three syllables (a quarter without a leading space), as UTF-8 bytes,
     with frequencies falling as 1/rank: the same on both sides for the same seed."""
     rnd = random.Random(seed)
     syllables, weights = _syllables(rnd)
     words, seen = [], set()
-    while len(words) < 6000:
+    while len(words) < SPEED_WORDS:
         word = ("" if rnd.random() < 0.25 else " ") + "".join(
             rnd.choices(syllables, cum_weights=weights, k=rnd.randint(1, 3)))
         if word not in seen:
@@ -354,8 +356,8 @@ def training_yardstick(case):
                    advice="A merge changes only the pairs around the places it merges: keep the counts, visit only "
                           "the words that hold the pair (a dict from each pair to the set of words that contain it) "
                           "and update them there, instead of counting everything again"),
-       describe=lambda case: f"_train_bpe(words, frequencies, {SPEED_MERGES}) on 6,000 distinct words: its merges, "
-                             f"and its time against counting the pairs of the same words")
+       describe=lambda case: f"_train_bpe(words, frequencies, {SPEED_MERGES}) on {SPEED_WORDS:,} distinct words: its "
+                             f"merges, and its time against counting the pairs of the same words")
 def fast_training_keeps_its_counts_up_to_date(tt, case):
     """The merges, timed by the grader."""
     words, frequencies = _speed_words(case["seed"])
@@ -365,7 +367,7 @@ def fast_training_keeps_its_counts_up_to_date(tt, case):
 
 @fast_training_keeps_its_counts_up_to_date.verdict
 def _(case, output):
-    words = f"_train_bpe(words, frequencies, {SPEED_MERGES}) on 6,000 distinct words"
+    words = f"_train_bpe(words, frequencies, {SPEED_MERGES}) on {SPEED_WORDS:,} distinct words"
     first = _judge_train(*_speed_words(case["seed"]), 5)
     if len(output) != SPEED_MERGES or output[:5] != first or len({tuple(m) for m in output}) != len(output):
         raise CheckFailed(f"{words}: the merges are wrong (speed is judged only on right merges)")
@@ -437,25 +439,27 @@ def _(case):
 
 
 # --- speed: encoding applies the merges by rank -----------------------------------------------------
-# encode on a text of 15,000 words of syllables (most of them distinct, so that a cache cannot hide the
-# cost of a chunk), with the merges that build its ENCODE_SYLLABLES commonest syllables, made afresh from
-# each call's seed, timed by the grader against making the same text and YARD_COUNTS pure-Python pair
-# counts of its bytes, taking turns. In pair counts, the reference takes 10 to 16; applying every merge to
-# every chunk about 270, with a cache of the chunks about 220.
+# encode on a text of ENCODE_WORDS words of syllables (most of them distinct, so that a cache cannot hide
+# the cost of a chunk), with the merges that build its ENCODE_SYLLABLES commonest syllables, made afresh
+# from each call's seed, timed by the grader against making the same text and YARD_COUNTS pure-Python
+# pair counts of its bytes, taking turns. In pair counts (the same ratios at 15,000 words as at 7,500),
+# the reference takes 8 to 20; applying every merge to every chunk about 270, with a cache of the chunks
+# about 160 to 260.
 
 ENCODE_SYLLABLES = 250
+ENCODE_WORDS = 7500
 ENCODE_LIMIT = 10  # times the yardstick: about 50 pair counts
 ENCODE_CHECKED = 60  # the chunks the judge encodes itself, merge by merge
 
 
 def _encode_fixture(seed):
-    """(text, merges): 15,000 words of one to three syllables, each with a space in front, and the merges that
+    """(text, merges): ENCODE_WORDS words of one to three syllables, each with a space in front, and the merges that
     build the ENCODE_SYLLABLES commonest syllables with and without their space (each one's bytes merged from
     left to right): the same on both sides for the same seed."""
     rnd = random.Random(seed)
     syllables, weights = _syllables(rnd, distinct=True)
     text = "".join(" " + "".join(rnd.choices(syllables, cum_weights=weights, k=rnd.randint(1, 3)))
-                   for _ in range(15000))
+                   for _ in range(ENCODE_WORDS))
     merges, made = [], {}
     for syllable in [" " + s for s in syllables[:ENCODE_SYLLABLES]] + syllables[:ENCODE_SYLLABLES]:
         token = syllable.encode("utf-8")[0]
@@ -480,8 +484,8 @@ def encoding_yardstick(case):
                    against=f"making the same text and counting its byte pairs {YARD_COUNTS} times",
                    advice="Apply the merges by rank: in each chunk, merge the adjacent pair of smallest rank until "
                           "no pair is a merge, instead of trying every merge on every chunk"),
-       describe=lambda case: "BPETokenizer(merges).encode(a text of 15,000 words, most of them distinct): its ids, "
-                             "and its time against counting the text's byte pairs")
+       describe=lambda case: f"BPETokenizer(merges).encode(a text of {ENCODE_WORDS:,} words, most of them distinct): "
+                             "its ids, and its time against counting the text's byte pairs")
 def bpe_encode_applies_the_merges_by_rank(tt, case):
     """The ids (a new tokenizer each call: an empty cache), timed by the grader."""
     text, merges = _encode_fixture(case["seed"])
@@ -490,7 +494,7 @@ def bpe_encode_applies_the_merges_by_rank(tt, case):
 
 @bpe_encode_applies_the_merges_by_rank.verdict
 def _(case, output):
-    words = "BPETokenizer(merges).encode(a text of 15,000 words)"
+    words = f"BPETokenizer(merges).encode(a text of {ENCODE_WORDS:,} words)"
     text, merges = _encode_fixture(case["seed"])
     right = [i for chunk in _JUDGE_CHUNK.findall(text)[:ENCODE_CHECKED] for i in _judge_encode_chunk(chunk, merges)]
     ids, vocab = np.asarray(output), _judge_vocab(merges)

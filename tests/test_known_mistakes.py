@@ -77,6 +77,17 @@ MISTAKES = [
             "pair = min(zip(tokens, tokens[1:]), key=lambda pair: ranks.get(pair, _NEVER))",
             "pair = max(zip(tokens, tokens[1:]), key=lambda pair: ranks.get(pair, -1))",
             ("highest rank",)),
+    Mistake("10", "10.7", "the fast trainer recounts every pair for every merge (the slow trainer again)",
+            "    heap = [(-count, pair) for pair, count in counts.items()]",
+            "    return _train_bpe_slow(words, frequencies, num_merges)", ("times as long",)),
+    Mistake("10", "10.10", "encode applies every merge to every chunk, in the order learned (with its cache)",
+            "                while len(tokens) > 1:\n"
+            "                    pair = min(zip(tokens, tokens[1:]), key=lambda pair: ranks.get(pair, _NEVER))\n"
+            "                    if pair not in ranks:\n"
+            "                        break\n"
+            "                    tokens = _merge(tokens, pair, ranks[pair])",
+            "                for pair, new_id in ranks.items():\n"
+            "                    tokens = _merge(tokens, pair, new_id)", ("times as long",)),
     Mistake("11", "11.1", "_check_indices returns an int64 copy of the indices, not the array given",
             '                             f"(0 to {num_embeddings - 1})")\n'
             "    return index",

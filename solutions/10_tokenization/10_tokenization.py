@@ -481,9 +481,9 @@ assert merges[0] == (32, 116), "' t' is the most frequent pair"
 # `_train_bpe(words, frequencies, num_merges)` (task 10.7) takes and returns the same things as
 # `_train_bpe_slow` and must return **exactly the same merges**, ties included. On Shakespeare's first
 # megabyte it learns 256 merges in the time of about 16 pair counts (0.42 s), 1,792 in about 23
-# (0.61 s; both measured on two shared, busy cores). The grader times 500 merges on 6,000 distinct
+# (0.61 s; both measured on two shared, busy cores). The grader times 500 merges on 3,000 distinct
 # words against one full pair count of the same words and allows 150 counts: the reference takes about
-# 25, the slow version about 470, and finding the best pair with `min` instead of a heap about 80.
+# 20, the slow version 430 to 600, and finding the best pair with `min` instead of a heap about 50.
 
 # %%
 #| export
@@ -596,7 +596,7 @@ print(f"150 merges on the soliloquy: slow {slow * 1e3:.0f} ms, fast {(time.perf_
 # already encoded to its tokens, `self._cache` (created empty by the constructor, given), and look it up
 # first. Return the ids of all the chunks, one list. The grader times `encode` on a text of mostly
 # distinct words (so that the cache cannot hide the cost of a chunk) against one count of the text's
-# byte pairs: by rank takes about 10 counts, merge by merge over 200.
+# byte pairs and allows 50: by rank takes 8 to 20 counts, merge by merge over 150.
 #
 # **Decoding: `decode(ids)` (task 10.11).** Join the bytes of the tokens, `b"".join(...)`, and decode
 # them as UTF-8. Not every sequence of ids is valid UTF-8: a model can write the first byte of `é` and
