@@ -59,7 +59,7 @@ def shared_course(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------------
-# `make test` and `make test-fast` run the suite on two pytest-xdist workers (-n 2). Each test is a unit
+# `make test` runs the suite on three pytest-xdist workers (-n 3), `make test-fast` on two. Each test is a unit
 # of work of its own, handed to whichever worker is free, except the tests of ONE_WORKER: they read what
 # one module- or session-scoped fixture built (the nbgrader course, the hostile class, the two engines'
 # verdicts, stage 01's drawn cases), so each of these files is one unit, run whole on one worker, and

@@ -359,7 +359,7 @@ def test_a_scheduler_left_without_workers_stops_the_run_in_one_sentence(monkeypa
     from tito import cluster, sandbox
 
     monkeypatch.setattr(cluster, "NO_WORKERS_AFTER", 0.5)
-    with InProcess(n_workers=0, processes=False, dashboard_address=None) as local, \
+    with InProcess(n_workers=0, processes=False, dashboard_address=":0") as local, \
             Client(local, set_as_default=False) as client:
         coordinator = cluster.Coordinator(client, local.scheduler_address, examples=None, isolation="process",
                                           limits=sandbox.Limits())
