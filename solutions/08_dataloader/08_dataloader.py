@@ -1058,9 +1058,10 @@ plt.show()
 #
 # What to expect: the loader's rate grows with the batch size and levels off, since fetching one item
 # costs the same whatever the batch (a Python call per item), and only the per-batch work is shared.
-# The training step's rate grows by a factor of about thirty (measured on two shared, busy cores: 1,300
-# to 1,600 samples per second at batch size 1, 38,000 to 55,000 at 512): a step costs hundreds of microseconds of Python
-# and numpy overhead whatever the batch size, so at batch size 1 almost all the time is overhead, and
+# The training step's rate grows by a factor of thirty to eighty (measured on two cores: 1,250 to 1,600
+# samples per second at batch size 1; at 512, 104,000 with nothing else running and 38,000 to 55,000 when
+# the cores were shared): a step costs hundreds of microseconds of Python and numpy overhead whatever the
+# batch size, so at batch size 1 almost all the time is overhead, and
 # at 512 most of it is arithmetic. Past a few hundred samples the
 # arithmetic dominates and larger batches buy little more speed; they do change the optimisation
 # (fewer, less noisy steps per epoch), which is why batch sizes of 32 to 256 are the usual choice.

@@ -1104,8 +1104,8 @@ assert all(p.grad is not None and p.grad.shape == p.shape for p in model.paramet
 # scaled to [0, 1] and normalised with their mean and standard deviation (08's `Normalize`), batches of
 # 64 shuffled by 08's `DataLoader`, Adam with lr 1e-3, 5 epochs, and the test accuracy on the 2,000 test
 # images after each. PyTorch in exactly this set-up reaches 96.8%; yours should reach about 97%. The
-# cell is learner-only (autograde skips it) and takes about 4 seconds an epoch with BLAS on one thread
-# (3.6 to 7 s, measured on two shared, busy cores).
+# cell is learner-only (autograde skips it) and takes 3 to 4 seconds an epoch with BLAS on one thread
+# (3.2 s on two idle cores; 3.6 to 7 s when the cores were shared with other work).
 
 # %% tags=["learner-only"]
 from threadpoolctl import threadpool_limits

@@ -903,7 +903,7 @@ print(f"the token embedding's forward and backward: {(time.perf_counter() - star
 # The vocabulary is the characters of the text, numbered in sorted order (10's tokenizer does the same
 # thing, with more care). The cell (learner-only) samples text from the untrained table (each next
 # character drawn from the softmax of the row of the last one: noise), trains for 300 steps of Adam on
-# batches of 32 × 64 pairs (under a second: 0.4 to 0.5 s on two shared, busy cores), and samples
+# batches of 32 × 64 pairs (under a second: 0.4 to 0.6 s on two cores, idle or shared), and samples
 # again. Expect the loss to fall from about 4.8 nats (the random table) to about 2.5, and text with the
 # rhythm of words, but few words: a bigram model knows nothing but the previous character. The pictures show the loss, and what the table learned
 # about the letters: the probability of each next character (a `q` is followed by a `u`; after a space

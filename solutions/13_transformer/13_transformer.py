@@ -886,7 +886,7 @@ assert model.training, "generate restores the mode"
 #
 # The real test of a language model: train one. Characters of the shipped complete works (08's
 # `tt.datasets.shakespeare()`), a tiny GPT (2 layers, width 64, 4 heads, context 64), 200 steps of AdamW
-# on batches of 16 windows: a few seconds (5 to 9 s measured on two shared, busy cores). Expect the loss
+# on batches of 16 windows: a few seconds (4.9 s on two idle cores, 5 to 9 s when they were shared). Expect the loss
 # to fall from log(vocabulary) ≈ 4.3 nats per character (the first million characters hold 76 distinct
 # ones) to about 2.4, and the sample to have the look of a play (names in capitals, lines, common short
 # words) but little sense. The milestone trains a bigger one for longer.
