@@ -494,7 +494,7 @@ def gradients_asked_for(tt: Any, fn: Callable[..., Any], inputs: list, grad_outp
     its ``.grad`` and the others' (None where no gradient arrived), for ``expect_gradients_asked_for``. With
     ``function``, the Function whose ``apply`` ends ``fn``: also the inputs its ``backward`` returned a gradient
     for though only one asked (called directly, on a fresh graph: the engine drops such a gradient unseen)."""
-    found = {}
+    found: dict[str, Any] = {}
     for k, name in enumerate(names):
         if function is not None:
             ctx = fn(*[tt.Tensor(x, requires_grad=i == k) for i, x in enumerate(inputs)]).grad_fn
