@@ -423,6 +423,8 @@ def _(case, output):
 @st.composite
 def _sdpa_case(draw, kinds=("none", "causal", "bool", "float")):
     case = draw(_qkv_case(np.float32, kinds=kinds, scale=draw(st.booleans())))
+    if draw(st.integers(0, 4)) == 0:  # scale=0.0 is a scale (uniform weights), not "no scale given"
+        case["scale"] = 0.0
     case["given scale"] = case["scale"] if draw(st.booleans()) or case["scale"] != 1 / math.sqrt(
         case["q"].shape[-1]) else None
     return case

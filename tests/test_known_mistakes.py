@@ -112,6 +112,9 @@ MISTAKES = [
             "return _ScaledDotProductAttention.apply(q, k, v, bias=bias, scale=scale)",
             "return _attention_composed(q, k, v, bias, scale)",
             ("fully masked",)),
+    Mistake("12", "12.6", "scale=0.0 read as no scale given (scale or the default)",
+            "scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)",
+            "scale = float(scale or 1.0 / math.sqrt(q.shape[-1]))", ("scale=0",)),
     Mistake("12", "12.9", "out_proj redrawn after in_proj_weight",
             "        if self.in_proj_bias is not None:\n"
             "            self.in_proj_bias.data[...] = 0.0",
