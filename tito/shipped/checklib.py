@@ -496,13 +496,14 @@ def gradients_asked_for(tt: Any, fn: Callable[..., Any], inputs: list, grad_outp
     for though only one asked (called directly, on a fresh graph: the engine drops such a gradient unseen)."""
     found: dict[str, Any] = {}
     for k, name in enumerate(names):
+        def leaves(k: int = k) -> list:  # the inputs, only the k-th requiring grad: a fresh graph each call
+            return [tt.Tensor(x, requires_grad=i == k) for i, x in enumerate(inputs)]
         if function is not None:
-            ctx = fn(*[tt.Tensor(x, requires_grad=i == k) for i, x in enumerate(inputs)]).grad_fn
-            returned = function.backward(ctx, np.asarray(grad_output))
+            returned = function.backward(fn(*leaves()).grad_fn, np.asarray(grad_output))
             returned = returned if isinstance(returned, tuple | list) else (returned,)
             found[f"only {name} requires grad: {RETURNED}"] = [
                 other for i, (other, grad) in enumerate(zip(names, returned)) if i != k and grad is not None]
-        tensors = [tt.Tensor(x, requires_grad=i == k) for i, x in enumerate(inputs)]
+        tensors = leaves()
         fn(*tensors).backward(tt.Tensor(grad_output))
         grads = [None if tensor.grad is None else tensor.grad.numpy() for tensor in tensors]
         found[f"only {name} requires grad: {name}.grad"] = grads[k]
